@@ -1742,13 +1742,6 @@ Plan plan(const Caps& caps) {
           p.decode_stream_var = 0;  // the CTA's staging (W4A4: after the pre-pass)
           p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
         }
-        // Session 26 probe (B12X_GEMM_STREAM_MXS=1): MXFP4's splats built per lane for both
-        // atoms (lin::kStreamVarMxS) where the grid and variant have the instance; a weight
-        // without fold-free codes runs the plan's own variant.
-        if (const char* e = std::getenv("B12X_GEMM_STREAM_MXS");
-            e != nullptr && e[0] == '1' && wf == lin::WFmt::kMxfp4 &&
-            lin::stream_mxs_available(c.parts, occ, p.decode_stream_var))
-          p.decode_stream_var |= lin::kStreamVarMxS;
         // MXFP4's variant-free instances take fold-free weights only (session 21 removed the
         // fold's, reached by knobs alone): such a plan runs other weights on the decode kernel,
         // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.

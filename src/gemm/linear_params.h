@@ -73,10 +73,6 @@ struct LinearParams {
   int reduce_trig;
 };
 
-/// LinearParams::stream_var bit of the M = 1 stream kernel's per-lane MXFP4 splats (session 26
-/// probe, B12X_GEMM_STREAM_MXS=1; linear_stream_kernel's kMxS).
-inline constexpr int kStreamVarMxS = 2048;
-
 /// Activation source kinds of the weight-streaming kernel.
 enum ActSrc : int32_t {
   kActRaw16 = 0,  ///< bf16/fp16 x [M][ldx]

@@ -71,29 +71,6 @@ StreamFn stream_qs_fn(bool mx, bool mx_free, int parts) {
 /// staged, kLean 5.70): W4A16 192 (MXFP4 fold-free), W4A4 232.
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
-  if (var & kStreamVarMxS) {
-    // Session 26 probe (B12X_GEMM_STREAM_MXS=1): fold-free MXFP4's splats built per lane for
-    // both atoms, on the grids of the bench shapes' plans (2-CTA cap, 2 parts: var 0 / 40; 8
-    // parts: 128 / 168; 3-CTA kLean: 192 / 232). A weight without fold-free codes runs the
-    // plan's own variant.
-    const int base = var & ~kStreamVarMxS;
-    if (!mx || !mx_free) return base != 0 ? stream_var_fn(f, parts, occ, base, mx_free) : nullptr;
-    if (occ == 3)  // kLean's 3-CTA blocks (6144x4096)
-      return parts != 8    ? nullptr
-             : base == 192 ? &linear_stream_kernel<8, 3, 1, true, true, kStreamVarMxS | 192>
-             : base == 232 ? &linear_stream_kernel<8, 3, 1, true, true, kStreamVarMxS | 232>
-                           : nullptr;
-    if (occ != 2) return nullptr;
-    if (parts == 2)
-      return base == 0    ? &linear_stream_kernel<2, 2, 1, true, true, kStreamVarMxS>
-             : base == 40 ? &linear_stream_kernel<2, 2, 1, true, true, kStreamVarMxS | 40>
-                          : nullptr;
-    if (parts == 8)
-      return base == 128   ? &linear_stream_kernel<8, 2, 1, true, true, kStreamVarMxS | 128>
-             : base == 168 ? &linear_stream_kernel<8, 2, 1, true, true, kStreamVarMxS | 168>
-                           : nullptr;
-    return nullptr;
-  }
   if (occ == 3) {
     if (parts != 8) return nullptr;
     if (var == 232)
@@ -130,8 +107,6 @@ StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool mx_free = false,
                      int var = 0) {
   if (fp16) return nullptr;
-  if (var == kStreamVarMxS && !(f == WFmt::kMxfp4 && mx_free))
-    return pick_stream(f, fp16, parts, occ, rows, mx_free);
   if (var != 0) return rows == 1 ? stream_var_fn(f, parts, occ, var, mx_free) : nullptr;
   if (f == WFmt::kMxfp4) {
     if (rows != 1 || !mx_free) return nullptr;
@@ -339,10 +314,6 @@ StreamLaunch last_stream_launch() {
 // same registers and shared memory).
 bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows) {
   return pick_stream(f, fp16, parts, occ, rows, f == WFmt::kMxfp4) != nullptr;
-}
-
-bool stream_mxs_available(int parts, int occ, int var) {
-  return stream_var_fn(WFmt::kMxfp4, parts, occ, var | kStreamVarMxS, true) != nullptr;
 }
 
 bool stream_qs_available(int parts, int occ) {

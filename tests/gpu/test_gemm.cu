@@ -29,7 +29,6 @@
 #include "formats/swizzle.h"
 #include "gemm/linear_gemv_ggml.h"
 #include "gemm/linear_launch.h"
-#include "gemm/linear_params.h"
 #include "gemm/linear_stream16_fp8.h"
 #include "gpu_test_util.h"
 #include "reference/parallel.h"
@@ -1533,7 +1532,8 @@ void expect_stream_launch(const Case& c, bool graph, bool want_free) {
 TEST(GemmGpu, DecodeStreamMxFree) {
   B12X_REQUIRE_GPU();
   // Session 15: MXFP4 on the M = 1 stream kernel and the M <= 16 block kernel with the fold-free
-  // splats (2^(e-8) straight onto the decoded bits; B12X_GEMM_STREAM_MX_FREE=1), taken by run
+  // splats (2^(e-8) straight onto the decoded bits; B12X_GEMM_STREAM_MX_FREE=1; at M = 1 built per
+  // lane for both atoms since session 26, kLean's blocks included), taken by run
   // for weights whose E8M0 codes are all <= 135: codes over 0..135 (the largest scale 2^8, the
   // smallest products below BF16's subnormals), both register caps, K tails, W4A16 / W4A4, a
   // graph; a weight with one code 136 keeps the fold (W4A4's per-warp blocks) or runs the
@@ -1560,6 +1560,14 @@ TEST(GemmGpu, DecodeStreamMxFree) {
                  /*graph=*/k == 3, true);
         ++k;
       }
+    // kLean's 3-CTA blocks (var 192 / 232, 6144x4096's plans; session 26: per-lane splats).
+    {
+      ScopedEnv eo("B12X_GEMM_STREAM_OCC", "3"), ep("B12X_GEMM_STREAM_PARTS", "8"),
+          ej("B12X_GEMM_STREAM_JIT", "4");
+      launched({LinearFormat::kMxfp4W4A16, 1, 200, 4832, DType::kBF16, DType::kFP16, true}, true,
+               true);
+      launched({LinearFormat::kMxfp4, 1, 72, 1312, DType::kBF16, DType::kBF16, false}, false, true);
+    }
     // The block kernel (M = 5..16 of MXFP4 W4A16 / W4A4 by default).
     launched({LinearFormat::kMxfp4W4A16, 16, 200, 1312, DType::kBF16, DType::kBF16, true}, false,
              true);
@@ -1697,39 +1705,6 @@ gemm::Plan plan_m1(LinearFormat f, int64_t N, int64_t K) {
       f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4 ? DType::kFP4E2M1 : DType::kBF16;
   caps.out_dtype = DType::kBF16;
   return gemm::plan(caps);
-}
-
-TEST(GemmGpu, DecodeStreamMxS) {
-  // Session 26 probe (B12X_GEMM_STREAM_MXS=1, var bit 2048): fold-free MXFP4's splats built per
-  // lane for both atoms (no shuffles) on the 2-part (var 0 / 40) and 8-part (128 / 168) grids at
-  // the 2-CTA cap and kLean's 3-CTA blocks (192 / 232), W4A16 / W4A4, codes over 0..135, K tails
-  // (1312, 4832), bias, an FP16 output, graphs; a weight with a code 136 runs the plan's own
-  // variant with the fold.
-  B12X_REQUIRE_GPU();
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
-      em("B12X_GEMM_STREAM_MXS", "1");
-  {
-    MxCodeTweak tw(0);
-    int k = 0;
-    for (const char* parts : {"2", "8", "8lean"})
-      for (const LinearFormat f : {LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
-        const bool lean = parts[1] != 0;
-        ScopedEnv ep("B12X_GEMM_STREAM_PARTS", lean ? "8" : parts),
-            eo("B12X_GEMM_STREAM_OCC", lean ? "3" : "2"),
-            ej("B12X_GEMM_STREAM_JIT", lean ? "4" : "");
-        const int64_t N = (k % 2) ? 72 : 200, K = k < 2 ? 1312 : 4832;
-        EXPECT_NE(plan_m1(f, N, K).decode_stream_var & gemm::lin::kStreamVarMxS, 0)
-            << parts << " " << static_cast<int>(f);
-        expect_stream_launch(
-            {f, 1, N, K, DType::kBF16, k == 3 ? DType::kFP16 : DType::kBF16, (k % 2) == 0},
-            /*graph=*/k == 1 || k == 2, true);
-        ++k;
-      }
-  }
-  MxCodeTweak tw(136);
-  ScopedEnv ep("B12X_GEMM_STREAM_PARTS", "8"), eo("B12X_GEMM_STREAM_OCC", "2");
-  expect_stream_launch({LinearFormat::kMxfp4, 1, 72, 4832, DType::kBF16, DType::kBF16, true}, false,
-                       false);
 }
 
 TEST(GemmGpu, DecodeStreamJit) {

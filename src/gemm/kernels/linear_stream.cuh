@@ -158,7 +158,8 @@ __device__ __forceinline__ void stream_q8_at(const StreamQLane& q, bool xq4, int
 /// (one 8-byte load per row and block of 4 vectors); lane t's splat pair is 2^(e-127) of atom
 /// t / 2, applied after the 2^119 that brings the FP4 bits to v * 2^-7 (the block kernel's fold).
 /// kMxFree (session 15): the splat is 2^(e-8) and multiplies the decoded bits directly, without
-/// the fold's HFMA2 per register (weights whose E8M0 codes are all <= 135, e8m0_bf16_splat_free).
+/// the fold's HFMA2 per register (weights whose E8M0 codes are all <= 135, e8m0_bf16_splat_free's
+/// values); since session 26 each lane builds both atoms' splats (kMxS), no shuffles.
 /// kVar (session 16, LinearParams::stream_var; M = 1): bit 8 (kQx, W4A4) the
 /// NVFP4 activations (p.act_kind kActNvfp4) converted to BF16 while staging (nvfp4x8_bf16, the
 /// pre-pass's exact values), so no pre-pass launch precedes the kernel. Bit 128 (kJit, session 19;
@@ -173,15 +174,14 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(
-      kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128 & ~kStreamVarMxS) == 0)),
+      kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128) == 0)),
       "kVar: M = 1; MXFP4 with kQf only");
-  // kMxS (bit 2048, session 26; fold-free MXFP4): each lane builds both atoms' splat pairs of a
-  // vector from the scale words by integer arithmetic (one PRMT, a mask and one IMAD per atom, 2
-  // ops for code 255's NaN) instead of atom t / 2's by compares and selects and the quad's 4
-  // shuffles; with kLean it keeps the block's two scale words per row (kLean's one compressed
-  // word holds the lane's atom only).
-  constexpr bool kMxS = (kVar & kStreamVarMxS) != 0;
-  static_assert(!kMxS || (kMx && kMxFree), "kMxS: fold-free MXFP4");
+  // kMxS (session 26, every fold-free MXFP4 instance): each lane builds both atoms' splat pairs
+  // of a vector from the scale words by integer arithmetic (one PRMT, a mask and one IMAD per
+  // atom, 2 ops for code 255's NaN) instead of atom t / 2's by compares and selects and the quad's
+  // 4 shuffles (round 97); with kLean it keeps the block's two scale words per row (kLean's one
+  // compressed word holds the lane's atom only).
+  constexpr bool kMxS = kMx && kMxFree;
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
   // kQf (bit 32, session 20; kQx): the conversion by BF16 pair arithmetic, NVFP4 into activations
@@ -497,11 +497,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           const int sh = 8 * (2 * (j & 1) + (t >> 1));  // atom t / 2 of vector j
           const uint32_t e0 = kLean ? (cs0 >> (8 * j)) & 0xFFu : (wg >> sh) & 0xFFu;
           const uint32_t e1 = kLean ? (cs1 >> (8 * j)) & 0xFFu : (wg8 >> sh) & 0xFFu;
-          if constexpr (kMxFree) {
-            v = (e8m0_bf16_splat_free(e0) & 0xFFFFu) | (e8m0_bf16_splat_free(e1) << 16);
-          } else {
-            v = (e8m0_bf16_splat(e0) & 0xFFFFu) | (e8m0_bf16_splat(e1) << 16);
-          }
+          v = (e8m0_bf16_splat(e0) & 0xFFFFu) | (e8m0_bf16_splat(e1) << 16);
         } else {
           const uint32_t pr = kLean ? prmt(cs0, cs1, j * 0x11u + (4 + j) * 0x1100u)
                                     : prmt(wg, wg8, t * 0x1111u + 0x4400u);  // step t
