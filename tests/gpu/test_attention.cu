@@ -629,6 +629,7 @@ TEST(AttentionGpuDecode, MergeVariants) {
     s.sinks = kv == DType::kFP8E4M3;
     run_case(s, "merge var 4, 64 splits");
     s.prefix = {2000, 63, 1, 3000};
+    s.qlens.assign(4, 1);
     s.num_splits = s.max_splits = 0;
     s.prefix_stable = true;
     s.hq = 16;
