@@ -197,6 +197,17 @@ constexpr bool kS16ClusterRule = true;
 /// / 17.91 / 11.32 / 11.46 -> 7.56 / 15.27 / 16.91 / 9.41 / 7.91 (M = 4 alike; the conversion
 /// alone, without the rules, 6-12 % of it). B12X_GEMM_S16_QA=0|1 overrides (any device).
 constexpr bool kS16QaRule = true;
+/// Session 26: the 16-warp block kernel (Plan::stream16_w16) on SM90 where the 8-warp plan's
+/// split runs at most one CTA per SM through partials + reduce (MXFP4 W4A4 up to the SM count,
+/// NVFP4 W4A16 / W4A4 up to 90 % of it), with the early trigger at <= 90 %. Round 97 (H200, us,
+/// M = 2 / 4 / 8 / 16, default -> 16 warps): 2048x7168 (8 x 14 CTAs, with the trigger) NVFP4 W4A16
+/// 7.11 / 7.10 / 7.08 / 7.96 -> 6.84 / 6.84 / 6.83 / 7.99, NVFP4 W4A4 6.93 / 6.92 / 6.95 / 7.94 ->
+/// 6.67 / 6.70 / 6.77 / 7.85, MXFP4 W4A4 6.94 / 6.94 / 6.97 / 7.95 -> 6.76 / 6.76 / 6.84 / 7.81;
+/// 4096x4096 (16 x 8, no trigger) MXFP4 W4A4 6.60 / 6.57 / 6.59 / 7.63 -> 6.53 / 6.51 / 6.33
+/// / 7.45. Not taken: grids above the SM count (one CTA per SM halves their split: +0.3..+1.9 us;
+/// with the split summed in a cluster +0.1..+1.1), NVFP4 at 4096x4096 (W4A16 M = 2 / 4 +0.2, W4A4 M
+/// = 16 +0.2), MXFP4 W4A16 (+0.2..+0.3 against its lo split at M <= 8). B12X_GEMM_S16_W16=0|1.
+constexpr bool kS16W16Rule = true;
 /// The rule's first run M for NVFP4 W4A16 (Plan::stream16_cluster_min_m; below it the partials +
 /// reduce); every other format of the rule takes the cluster at every M (NVFP4 W4A4 since round
 /// 90: 14336x4096 / 6144x4096 at M = 2 / 4 / 8, from M = 9 -> every M, 12.87 / 13.21 / 13.53 ->
@@ -2002,7 +2013,7 @@ Plan plan(const Caps& caps) {
         }
         return per_sm;
       };
-      int split = 0, split_vp = 0, w16_mode = 0;
+      int split = 0, split_vp = 0;
       if (fit_chunked > 0) {
         int per_sm = choose(fit_chunked, split, split_vp);
         if (var != 0 &&
@@ -2022,14 +2033,26 @@ Plan plan(const Caps& caps) {
           }
         }
         if (qa) var |= lin::kS16VarQa;
-        // Session 26 probe (B12X_GEMM_S16_W16=1|2, Plan::stream16_w16, lin::kS16VarW16): the
-        // staged-once kernel with 16 warps over two K halves of the same tiles, one CTA per SM:
-        // the split chosen as above for one CTA per SM with vp a multiple of 8 (each half whole
-        // chunks), up to lin::kS16W16MaxVp on SM90 (131 KB of staging), 16 elsewhere (99 KB);
-        // =2: its split summed in a cluster (SM90+, split <= 8, every cluster resident).
-        if (const char* ew = std::getenv("B12X_GEMM_S16_W16"); ew != nullptr)
-          w16_mode = ew[0] - '0';
-        if ((w16_mode == 1 || w16_mode == 2) && (var & lin::kS16VarOnce) && split > 0) {
+        // Session 26 (kS16W16Rule, Plan::stream16_w16, lin::kS16VarW16; B12X_GEMM_S16_W16=0|1):
+        // the staged-once kernel with 16 warps over two K halves of the same tiles, one CTA per
+        // SM, the split chosen as above for one CTA per SM with vp a multiple of 8 (each half
+        // whole chunks), up to lin::kS16W16MaxVp on SM90 (131 KB of staging), 16 elsewhere (99
+        // KB); its early trigger where the grid fills <= 90 % of the SMs. The rule (SM90) takes
+        // it where the 8-warp grid's split (partials) already has at most one CTA per SM and the
+        // 16-warp split is the same: MXFP4 W4A4 up to the SM count, NVFP4 W4A16 / W4A4 up to 90 %
+        // of it (see kS16W16Rule). =1 forces it (any shape and format), =0 never.
+        const char* ew = std::getenv("B12X_GEMM_S16_W16");
+        const int64_t ctas8 = gx * split;
+        const bool w16_fmt =
+            f == LinearFormat::kMxfp4 && qa
+                ? ctas8 <= sms
+                : (f == LinearFormat::kNvfp4W4A16 || (f == LinearFormat::kNvfp4 && qa)) &&
+                      ctas8 * 10 <= 9 * sms;
+        const bool w16_rule = ew == nullptr && kS16W16Rule && sm90 && force_split == 0 &&
+                              split > 1 && w16_fmt &&
+                              std::getenv("B12X_GEMM_S16_CLUSTER") == nullptr;
+        if ((w16_rule || (ew != nullptr && ew[0] == '1')) && (var & lin::kS16VarOnce) &&
+            split > 0) {
           const int max_vp = sm90 ? lin::kS16W16MaxVp : lin::kS16OnceMaxVp;
           int ws = 0, wvp = 0;
           for (int sp = 1; sp <= 256; ++sp) {
@@ -2044,14 +2067,17 @@ Plan plan(const Caps& caps) {
             if (vp <= max_vp) ws = eff, wvp = vp;
           }
           const int wvar = var | lin::kS16VarW16;
-          if (ws > 0 && lin::prepare_linear_stream16(caps.device, wf, tw, qx, wvar, wvp) >= 1) {
+          if (ws > 0 && (!w16_rule || (ws == split && wvp == split_vp)) &&
+              lin::stream16_w16_available(wf, qa) &&
+              lin::prepare_linear_stream16(caps.device, wf, tw, qx, wvar, wvp) >= 1) {
             var = wvar;
             split = ws;
             split_vp = wvp;
             per_sm = 1;
           }
         }
-        s16_trig_early = gx * split * 10 < 8 * sms * per_sm;
+        s16_trig_early = (var & lin::kS16VarW16) ? gx * split * 10 <= 9 * sms
+                                                 : gx * split * 10 < 8 * sms * per_sm;
         // Session 24 (kS16LoSplitRule, Plan::stream16_split_lo; B12X_GEMM_S16_LOSPLIT=0|1): runs
         // of M <= 8 on twice the split where the grid fills under half the slots (4096x4096: 16,
         // 2048x7168: 28 at 4 vectors per CTA; session 22's (6)); not with a forced split.
@@ -2081,15 +2107,13 @@ Plan plan(const Caps& caps) {
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
-        const bool w16_cl = p.stream16_w16 && w16_mode == 2 && dev.cc_major >= 9;
-        if (split > 1 && var != 0 &&
-            (w16_cl ? split <= 8
-                    : !p.stream16_w16 && split <= cl_max && (!cl_rule || gx * split > sms)) &&
+        if (split > 1 && split <= cl_max && var != 0 && !p.stream16_w16 &&
+            (!cl_rule || gx * split > sms) &&
             lin::stream16_max_active_clusters(caps.device, wf, tw, qx, var, split_vp, split) >=
                 gx) {  // every cluster of the grid resident at once (one wave)
           p.stream16_cluster = split;
           p.stream16_cluster_min_m =
-              cl_rule && !w16_cl && f == LinearFormat::kNvfp4W4A16 ? kS16ClusterMinMNvfp4W4A16 : 0;
+              cl_rule && f == LinearFormat::kNvfp4W4A16 ? kS16ClusterMinMNvfp4W4A16 : 0;
           if (const char* e = std::getenv("B12X_GEMM_S16_CL_MINM"); e != nullptr)
             p.stream16_cluster_min_m = std::clamp(std::atoi(e), 0, 17);
           // No cluster instance of one token tile (NVFP4 on BF16 activations, session 25): runs

@@ -164,12 +164,13 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   const bool cl = (var & kS16VarCluster) != 0;
   const bool qa = (var & kS16VarQa) != 0;
-  if (var & kS16VarW16)  // session 26 probe: staged once
-    return tw != 2 || qx || !(var & kS16VarOnce) ? nullptr
-           : qa ? (cl ? pick_stream16_once<true, true, true>(nt, mx, mx_free)
-                      : pick_stream16_once<false, true, true>(nt, mx, mx_free))
-           : cl ? pick_stream16_once<true, false, true>(nt, mx, mx_free)
-                : pick_stream16_once<false, false, true>(nt, mx, mx_free);
+  // Session 26: staged once, partials only; MXFP4 on FP4 activations converted in the staging
+  // only (the rule's; MXFP4 W4A16 lost to its lo split at M <= 8 in round 97).
+  if (var & kS16VarW16)
+    return tw != 2 || qx || cl || !(var & kS16VarOnce) || (mx && !qa) ? nullptr
+           : qa      ? pick_stream16_once<false, true, true>(nt, mx, mx_free)
+           : nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, false, false, true>
+                     : &linear_stream16_once_kernel<2, 2, false, false, false, false, true>;
   if (var & kS16VarOnce)
     return tw != 2 || qx ? nullptr
            : qa          ? (cl ? pick_stream16_once<true, true>(nt, mx, mx_free)
@@ -192,6 +193,14 @@ bool stream16_cluster_nt1(WFmt f, int var) {
   const bool mx = f == WFmt::kMxfp4;
   return pick_stream16(2, 1, mx, false, false, var | kS16VarCluster) != nullptr &&
          pick_stream16(2, 1, mx, false, mx, var | kS16VarCluster) != nullptr;
+}
+
+bool stream16_w16_available(WFmt f, bool qa) {
+  const bool mx = f == WFmt::kMxfp4;
+  const int var = kS16VarOnce | kS16VarW16 | (qa ? kS16VarQa : 0);
+  for (int i = 0; i < 4; ++i)
+    if (pick_stream16(2, 1 + (i & 1), mx, false, mx && i >= 2, var) == nullptr) return false;
+  return true;
 }
 
 bool stream16_available(WFmt f, bool fp16, int tw) {

@@ -839,20 +839,18 @@ template <int kTw, int kNt>
 __device__ __forceinline__ void s16_cluster_store(const LinearParams& p,
                                                   const float (&acc)[kTw][kNt][4], uint8_t* smem,
                                                   int64_t row0, int tpc, float mult, int warp,
-                                                  int g, int t, bool write = true) {
+                                                  int g, int t) {
   constexpr int kPitch = kS16ClPitch<kTw>;
   float* const part = reinterpret_cast<float*>(smem);
   __syncthreads();  // every warp is past its last read of the activations and splats
-  if (write) {      // (the 16-warp kernel: its first half, holding both halves' sums)
 #pragma unroll
-    for (int j = 0; j < kTw; ++j)
+  for (int j = 0; j < kTw; ++j)
 #pragma unroll
-      for (int n = 0; n < kNt; ++n)
+    for (int n = 0; n < kNt; ++n)
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          part[(8 * n + 2 * t + (i & 1)) * kPitch + (warp * kTw + j) * 16 + g + 8 * (i >> 1)] =
-              acc[j][n][i];
-  }
+      for (int i = 0; i < 4; ++i)
+        part[(8 * n + 2 * t + (i & 1)) * kPitch + (warp * kTw + j) * 16 + g + 8 * (i >> 1)] =
+            acc[j][n][i];
   constexpr int kQuads = kStreamWarps * kTw * 4;  // float4s of a token row
   const int rows = tpc * 16;
   cluster_sum_f4(
@@ -1126,6 +1124,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
+  static_assert(!(kW16 && kCl), "16 warps: partials only (the cluster sum lost, round 97)");
 
   constexpr int kDepth = kStreamDepth;
   static_assert(kDepth % kTw == 0 && (kS16ChunkV * kTw) % kDepth == 0, "ring order");
@@ -1299,23 +1298,20 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
             red[((wt * kAcc) + (j * kNt + n) * 4 + i) * 32 + lane] = acc[j][n][i];
     }
     __syncthreads();
-    if (!kCl && half == 1) {  // (kCl: every thread takes part in the cluster's sum)
+    if (half == 1) {
       griddep_launch_dependents();
       return;
     }
-    if (half == 0) {
 #pragma unroll
-      for (int j = 0; j < kTw; ++j)
+    for (int j = 0; j < kTw; ++j)
 #pragma unroll
-        for (int n = 0; n < kNt; ++n)
+      for (int n = 0; n < kNt; ++n)
 #pragma unroll
-          for (int i = 0; i < 4; ++i)
-            acc[j][n][i] += red[((wt * kAcc) + (j * kNt + n) * 4 + i) * 32 + lane];
-    }
+        for (int i = 0; i < 4; ++i)
+          acc[j][n][i] += red[((wt * kAcc) + (j * kNt + n) * 4 + i) * 32 + lane];
   }
   if constexpr (kCl) {
-    // (kW16: s16_cluster_store's barrier orders the first half's reads of red before the writes.)
-    s16_cluster_store<kTw, kNt>(p, acc, dsm, cr.row0, cr.tpc, mult, wt, g, t, half == 0);
+    s16_cluster_store<kTw, kNt>(p, acc, dsm, cr.row0, cr.tpc, mult, warp, g, t);
   } else {
 #pragma unroll
     for (int j = 0; j < kTw; ++j) {
