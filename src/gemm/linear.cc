@@ -673,14 +673,17 @@ int ggml_imma_default(lin::WFmt wf, bool fp16, int64_t M, int64_t n16, int64_t K
   const bool xs = wf == lin::WFmt::kIq2Xs;
   const char* off = std::getenv("B12X_GGML_GEMV_IMMA");
   if (fp16 || (wf != lin::WFmt::kIq2Xxs && !xs) || (off != nullptr && off[0] == '0')) return 0;
-  if (M == 1 && n16 * (K / 256) >= 40 * sms) {
-    *warps = xs ? 24 : 16;
-    return lin::kGgmlImmaVar;
-  }
-  if (M == 2 && !xs && n16 > 4 * sms) {
-    *warps = 16;
-    return lin::kGgmlImmaVar;
-  }
+  // Session 26: two activation pieces; M = 1 everywhere, IQ2_XXS with the loads by the supplying
+  // lanes (8195), IQ2_XS two units per iteration (8197); M = 2 (8193) where the SMs get >= 40
+  // units. Round 97 (H200, us over the five shapes above; session 25's default -> this): IQ2_XXS
+  // M = 1 5.46 / 11.35 / 12.29 / 6.96 / 5.46 -> 4.94 / 9.31 / 10.09 / 6.00 / 4.98, IQ2_XS 6.13 /
+  // 13.25 / 14.02 / 8.05 / 6.17 -> 5.81 / 11.88 / 12.63 / 7.63 / 6.14; M = 2 (8193) IQ2_XXS 5.68 /
+  // 13.22 / 14.25 / 7.80 / 6.56 -> 5.84 / 11.34 / 13.00 / 7.12 / 6.24, IQ2_XS 6.31 / 15.03 /
+  // 15.55 / 8.57 / 7.03 -> 6.77 / 13.54 / 14.74 / 8.34 / 7.12 (taken at 108 / 109 / 47 units).
+  *warps = xs ? 24 : 16;
+  if (M == 1)
+    return lin::kGgmlImmaVar | lin::kGgmlImmaP2 | (xs ? lin::kGgmlImmaU2 : lin::kGgmlImmaPred);
+  if (M == 2 && n16 * (K / 256) >= 40 * sms) return lin::kGgmlImmaVar | lin::kGgmlImmaP2;
   return 0;
 }
 

@@ -47,6 +47,10 @@ void note_ggml_gemv_launch(const GgmlGemvLaunch& l);
 /// 1; K % 256 == 0, where its shared memory (64 / 80 KB of tables and ~100 bytes per 32 K and
 /// token of staged activations) fits smem_optin.
 inline constexpr int kGgmlImmaVar = 8192;
+/// Session 26 variant bits of the integer-MMA GEMV (var = kGgmlImmaVar | bits; the kernel's
+/// imma::kP2 ..): two activation pieces, activation loads by the supplying lanes only, two units
+/// per loop iteration, lane constants kept in registers.
+inline constexpr int kGgmlImmaP2 = 1, kGgmlImmaPred = 2, kGgmlImmaU2 = 4, kGgmlImmaLean = 16;
 bool ggml_imma_available(WFmt f, bool fp16, int64_t M, int64_t K, int warps, int var,
                          int64_t smem_optin);
 /// Host-only (plan time): the opt-ins of the kernels for 1..M tokens and the CTAs per SM of M's.

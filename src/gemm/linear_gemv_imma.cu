@@ -7,6 +7,9 @@
 
 namespace b12x::gemm::lin {
 
+static_assert(kGgmlImmaP2 == imma::kP2 && kGgmlImmaPred == imma::kPred &&
+              kGgmlImmaU2 == imma::kU2 && kGgmlImmaLean == imma::kLean);
+
 namespace {
 
 using ImmaFn = void (*)(const LinearParams);
@@ -16,17 +19,33 @@ using ImmaFn = void (*)(const LinearParams);
 /// in rounds 93-95 (removed): 8 warps (two CTAs per SM), 20 / 32 warps, IQ2_XXS 24, IQ2_XS 16 and
 /// M = 2 (round 95: 15.71 us at 14336x4096 against the BF16 GEMV's 15.14), the weights two
 /// batches ahead, two MMA chains per piece set; FP16 activations are unmeasured (no kernel).
-/// Session 26 probes (var kGgmlImmaVar | imma::kP2 [| imma::kPred] [| imma::kU2 [| kLean]] or |
-/// kD2): both formats, M = 1 all, M = 2 kP2, kP2 | kU2 [| kLean]; kP2 | kD2 IQ2_XXS M = 1.
+/// Session 26 (var kGgmlImmaVar | imma::kP2 | ...): the defaults (round 97: M = 1 IQ2_XXS kP2 |
+/// kPred, IQ2_XS kP2 | kU2; M = 2 kP2) and the round-98 probes. Dropped in round 97 (removed):
+/// kD2 (the weights two batches ahead: IQ2_XXS 5.45 / 10.52 / 11.35 / 6.39 / 5.20 us against
+/// kP2's 5.20 / 9.89 / 11.04 / 6.33 / 5.16), 20 warps (5.24 / 10.18 / 10.81 / 6.33 / 5.34),
+/// kPred | kU2 (IQ2_XXS 5.40 / 10.39 / 11.25 / 6.47 / 5.27, IQ2_XS 6.04 / 12.54 / 13.20 / 7.60 /
+/// 6.34).
 template <WFmt F, int kW>
 ImmaFn imma_probe(int v, int64_t M) {
   using namespace imma;
+  constexpr bool kXxs = F == WFmt::kIq2Xxs;
   if (M == 2) {
-    if (v == (kP2 | kU2 | kLean))
-      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2 | kU2 | kLean>;
-    return v == kP2           ? &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2>
-           : v == (kP2 | kU2) ? &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2 | kU2>
-                              : nullptr;
+    switch (v) {
+      case kP2:
+        return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2>;
+      case kP2 | kU2:
+        return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2 | kU2>;
+      case kP2 | kU2 | kLean:
+        return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2 | kU2 | kLean>;
+      case kP2 | kPred:  // IQ2_XXS only (IQ2_XS's 24 warps: 80 registers)
+        if constexpr (kXxs) return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2 | kPred>;
+        return nullptr;
+      case kP2 | kPred | kLean:
+        if constexpr (kXxs) return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2 | kPred | kLean>;
+        return nullptr;
+      default:
+        return nullptr;
+    }
   }
   switch (v) {
     case kP2:
@@ -35,29 +54,27 @@ ImmaFn imma_probe(int v, int64_t M) {
       return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred>;
     case kP2 | kU2:
       return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kU2>;
-    case kP2 | kPred | kU2:
-      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred | kU2>;
+    case kP2 | kLean:
+      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kLean>;
+    case kP2 | kPred | kLean:
+      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred | kLean>;
     case kP2 | kU2 | kLean:
       return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kU2 | kLean>;
     case kP2 | kPred | kU2 | kLean:
       return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred | kU2 | kLean>;
-    case kP2 | kD2:  // IQ2_XXS only (IQ2_XS's 24 warps: 80 registers)
-      if constexpr (F == WFmt::kIq2Xxs)
-        return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kD2>;
-      return nullptr;
     default:
       return nullptr;
   }
 }
 
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
-  constexpr int kBits = imma::kP2 | imma::kPred | imma::kU2 | imma::kD2 | imma::kLean;
+  constexpr int kBits = imma::kP2 | imma::kPred | imma::kU2 | imma::kLean;
   if (fp16 || (var & ~kBits) != kGgmlImmaVar) return nullptr;
   const int v = var & kBits;
   const bool xs = f == WFmt::kIq2Xs;
   if (v != 0) {
-    if (!xs && warps == 20 && M == 1 && v == imma::kP2)  // 20 warps: 96 registers
-      return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 20, 1, imma::kP2>;
+    if (xs && warps == 16 && M == 1 && v == (imma::kP2 | imma::kPred))  // probe: 128 registers
+      return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, imma::kP2 | imma::kPred>;
     if (M < 1 || M > 2 || warps != (xs ? 24 : 16)) return nullptr;
     return xs ? imma_probe<WFmt::kIq2Xs, 24>(v, M) : imma_probe<WFmt::kIq2Xxs, 16>(v, M);
   }

@@ -4245,34 +4245,28 @@ TEST(GemmGpu, GgmlGemvDefault) {
   B12X_TEST_CUDA(cudaDeviceGetAttribute(&ccmaj, cudaDevAttrComputeCapabilityMajor, 0));
   B12X_TEST_CUDA(cudaDeviceGetAttribute(&ccmin, cudaDevAttrComputeCapabilityMinor, 0));
   if (ccmaj == 9 && ccmin == 0) {
-    // Session 25 (SM90): the integer-MMA GEMV at M = 1 where the SMs get >= 40 (tile, 256-K)
-    // units (IQ2_XXS 16 warps, IQ2_XS 24), IQ2_XXS at M = 2 above 4 x SMs tiles; BF16 only;
-    // B12X_GGML_GEMV_IMMA=0 or any GEMV override keeps the BF16 GEMV.
+    // Session 26 (SM90): the integer-MMA GEMV with two activation pieces at M = 1 on every shape
+    // (IQ2_XXS 8195, 16 warps; IQ2_XS 8197, 24), at M = 2 (8193) where the SMs get >= 40 (tile,
+    // 256-K) units; BF16 only; B12X_GGML_GEMV_IMMA=0 or any GEMV override keeps the BF16 GEMV.
     const int64_t big = int64_t{5} * sms * 16, small = int64_t{2} * sms * 16;  // rows
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       const int w = f == LinearFormat::kIq2Xs ? 24 : 16;
-      EXPECT_EQ(bf16_plan(f, 1, big, 4096).ggml_gemv_var, 8192);
+      const int v1 = f == LinearFormat::kIq2Xs ? 8197 : 8195;
+      EXPECT_EQ(bf16_plan(f, 1, big, 4096).ggml_gemv_var, v1);
       EXPECT_EQ(bf16_plan(f, 1, big, 4096).ggml_gemv_warps, w);
-      EXPECT_NE(bf16_plan(f, 1, small, 4096).ggml_gemv_var, 8192);  // 2 x 16 = 32 units per SM
-      EXPECT_EQ(bf16_plan(f, 1, small, 6144).ggml_gemv_var, 8192);  // 2 x 24 = 48
-      EXPECT_NE(linear_plan(f, 1, big, 4096, DType::kFP16).ggml_gemv_var, 8192);
-      EXPECT_EQ(bf16_plan(f, 2, big, 4096).ggml_gemv_var == 8192, w == 16);  // IQ2_XXS only
-      EXPECT_NE(bf16_plan(f, 2, small, 4096).ggml_gemv_var, 8192);
-      EXPECT_NE(bf16_plan(f, 3, big, 4096).ggml_gemv_var, 8192);
-      if (f == LinearFormat::kIq2Xxs) {
-        // Runs kept small (the CPU reference): M = 1 at K = 16384 on just >= 40 units per SM,
-        // M = 2 at K = 256 above 4 x SMs tiles.
-        const int64_t n1 = 16 * ((40 * sms + 63) / 64);
-        EXPECT_EQ(bf16_plan(f, 1, n1, 16384).ggml_gemv_var, 8192);
-        run_case({f, 1, n1, 16384, DType::kBF16, DType::kBF16, true});
-        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 16);
-        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().grid_x, static_cast<unsigned>(n1 / 16));
-        EXPECT_EQ(bf16_plan(f, 2, big, 256).ggml_gemv_var, 8192);
-        run_case({f, 2, big, 256, DType::kBF16, DType::kBF16, false});
-        EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 16);
-      }
+      EXPECT_EQ(bf16_plan(f, 1, small, 1024).ggml_gemv_var, v1);
+      EXPECT_EQ(linear_plan(f, 1, big, 4096, DType::kFP16).ggml_gemv_var & 8192, 0);
+      EXPECT_EQ(bf16_plan(f, 2, big, 2048).ggml_gemv_var, 8193);      // 5 x 8 = 40 units per SM
+      EXPECT_EQ(bf16_plan(f, 2, big, 1792).ggml_gemv_var & 8192, 0);  // 35
+      EXPECT_EQ(bf16_plan(f, 3, big, 4096).ggml_gemv_var & 8192, 0);
+      // Runs kept small (the CPU reference): M = 1 off the tile with bias, M = 2 at 40 units.
+      run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
+      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, w);
+      run_case({f, 2, big, 2048, DType::kBF16, DType::kBF16, false});
+      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, w);
+      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().grid_x, static_cast<unsigned>(sms));
       ScopedEnv ei("B12X_GGML_GEMV_IMMA", "0");
-      EXPECT_NE(bf16_plan(f, 1, big, 4096).ggml_gemv_var, 8192);
+      EXPECT_EQ(bf16_plan(f, 1, big, 4096).ggml_gemv_var & 8192, 0);
     }
   }
   // Below: the BF16 GEMV's defaults (sessions 13-19).
@@ -4694,29 +4688,29 @@ TEST(GemmGpu, GgmlGemvImma) {
 
 TEST(GemmGpu, GgmlGemvImmaProbe) {
   B12X_REQUIRE_GPU();
-  // Session 26 probes (B12X_GGML_GEMV_VAR = 8192 | bits): 1 two pieces (15-bit activations:
-  // exact within 2^6 of the block's largest BF16 value, else < 2^-14 of it lost per element), 2
-  // activation loads by the supplying lanes only, 4 two units per loop iteration, 8 the weights
-  // two batches ahead (IQ2_XXS M = 1 only), 16 lane constants kept and sub-scales as X 2s + X
-  // (with 4); M = 2 with 8193 / 8197 / 8213 only; 20 warps with 8193.
+  // Session 26 (B12X_GGML_GEMV_VAR = 8192 | bits): 1 two pieces (15-bit activations: exact
+  // within 2^6 of the block's largest BF16 value, else < 2^-14 of it lost per element), 2
+  // activation loads by the supplying lanes only, 4 two units per loop iteration, 16 lane
+  // constants kept and sub-scales as X 2s + X; IQ2_XS at M = 2 with 8193 / 8197 / 8213 (IQ2_XXS
+  // also 8195 / 8211); IQ2_XS 8195 with 16 warps.
   ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (const char* var : {"8193", "8195", "8197", "8199", "8201", "8213", "8215"}) {
+  for (const char* var : {"8193", "8195", "8197", "8209", "8211", "8213", "8215"}) {
     SCOPED_TRACE(var);
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
     const int v = std::atoi(var);
-    const bool m2 = v == 8193 || v == 8197 || v == 8213, xs = v != 8201;
+    const bool m2 = v == 8193 || v == 8197 || v == 8213;
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, v);
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, xs ? v : 0);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, v);
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, m2 ? v : 0);
-    imma_cases(xs, m2);
+    imma_cases(/*xs=*/true, m2);
   }
-  // 20 warps (8193, IQ2_XXS M = 1).
-  ScopedEnv ev("B12X_GGML_GEMV_VAR", "8193"), ew("B12X_GGML_GEMV_WARPS", "20");
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_warps, 20);
-  run_case({LinearFormat::kIq2Xxs, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
-  EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 20);
+  // IQ2_XS with 16 warps (8195, M = 1).
+  ScopedEnv ev("B12X_GGML_GEMV_VAR", "8195"), ew("B12X_GGML_GEMV_WARPS", "16");
+  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_warps, 16);
+  run_case({LinearFormat::kIq2Xs, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
+  EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 16);
   ScopedEnv ec("B12X_GGML_GEMV_CTAS", "5");
-  run_case({LinearFormat::kIq2Xxs, 1, 200, 2304, DType::kBF16, DType::kBF16, false},
+  run_case({LinearFormat::kIq2Xs, 1, 200, 2304, DType::kBF16, DType::kBF16, false},
            /*graph_replay=*/true);
 }
 

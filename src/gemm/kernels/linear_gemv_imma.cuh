@@ -66,10 +66,10 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 }
 /// Kernel variant bits (plan var kGgmlImmaVar | bits; session 26 probes): kP2 two pieces per
 /// value (radix 2^8 signed digits, 15 bits), kPred activation loads by the supplying lanes only,
-/// kU2 two units per loop iteration (no copy of the next batch's registers), kD2 the weights two
-/// batches ahead (three units per iteration), kLean (with kP2) the lane constants kept in
-/// registers (opaque to rematerialization) and the sub-scales as X (2s) + X.
-inline constexpr int kP2 = 1, kPred = 2, kU2 = 4, kD2 = 8, kLean = 16;
+/// kU2 two units per loop iteration (no copy of the next batch's registers), kLean (with kP2) the
+/// lane constants kept in registers (opaque to rematerialization) and the sub-scales as X (2s) +
+/// X.
+inline constexpr int kP2 = 1, kPred = 2, kU2 = 4, kLean = 16;
 /// Dynamic shared memory at K for M tokens: the tables, the pieces (three, kP2 two) and the
 /// per-atom scales per token.
 template <WFmt F>
@@ -288,12 +288,6 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     }
     cursor_next<kSb>(ld, p, ltile, lb, g, t);
   };
-  constexpr int kAhead = (kV & kD2) != 0 ? 2 : 1;
-  Batch<F> nx1;
-  if (kAhead == 2 && ua + 1 < ue) {
-    step();
-    load_batch(ld, d8, s8, nx1);
-  }
 
   // Tables: 384 (IQ2_XS 640) entries x 32 copies as 16-byte stores (4 copies each); all of a
   // thread's words loaded first (one round trip), stored after the first activation load is out.
@@ -438,14 +432,14 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   float acc[kM][2] = {};  // token m, rows g, g + 8 over the lane's atoms
   int tile_b0 = b;        // the first batch of the current tile in the warp's range
   const int first_tile = tile;
-  // One unit: the batch in cur, the one kAhead units on loaded into nxt.
+  // One unit: the batch in cur, the next one loaded into nxt.
   const auto unit = [&](int u, const Batch<F>& cur, Batch<F>& nxt) {
     int nb = b + 1, ntile = tile;
     if (nb == batches) {
       nb = 0;
       ++ntile;
     }
-    if (u + kAhead < ue) {
+    if (u + 1 < ue) {
       step();
       load_batch(ld, d8, s8, nxt);
     }
@@ -597,17 +591,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     tile = ntile;
     b = nb;
   };
-  if constexpr (kAhead == 2) {
-    // A ring of three batches: cur (unit u), nx1 (u + 1), c2 (loaded during unit u).
-    Batch<F> c2;
-    for (int u = ua; u < ue; u += 3) {
-      unit(u, cur, c2);
-      if (u + 1 == ue) break;
-      unit(u + 1, nx1, cur);
-      if (u + 2 == ue) break;
-      unit(u + 2, c2, nx1);
-    }
-  } else if constexpr ((kV & kU2) != 0) {
+  if constexpr ((kV & kU2) != 0) {
     // Two units per iteration, the batch registers alternating (no copy of the next batch).
     Batch<F> alt;
     for (int u = ua; u < ue; u += 2) {
