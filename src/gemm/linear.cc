@@ -1756,6 +1756,12 @@ Plan plan(const Caps& caps) {
           p.decode_stream_var = 0;  // the CTA's staging (W4A4: after the pre-pass)
           p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
         }
+        // Session 26 probe (B12X_GEMM_STREAM_LATE=1): the ring's requests after each slot's
+        // decode (lin::kStreamVarLate) where the grid and variant have the instance.
+        if (const char* e = std::getenv("B12X_GEMM_STREAM_LATE");
+            e != nullptr && e[0] == '1' &&
+            lin::stream_late_available(wf, c.parts, occ, p.decode_stream_var))
+          p.decode_stream_var |= lin::kStreamVarLate;
         // MXFP4's variant-free instances take fold-free weights only (session 21 removed the
         // fold's, reached by knobs alone): such a plan runs other weights on the decode kernel,
         // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.

@@ -73,6 +73,10 @@ struct LinearParams {
   int reduce_trig;
 };
 
+/// LinearParams::stream_var bit of the M = 1 stream kernel's late ring requests (session 26 probe,
+/// B12X_GEMM_STREAM_LATE=1; linear_stream_kernel's kLate).
+inline constexpr int kStreamVarLate = 4096;
+
 /// Activation source kinds of the weight-streaming kernel.
 enum ActSrc : int32_t {
   kActRaw16 = 0,  ///< bf16/fp16 x [M][ldx]

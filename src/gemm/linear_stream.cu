@@ -69,8 +69,36 @@ StreamFn stream_qs_fn(bool mx, bool mx_free, int parts) {
 /// parts. At the 3-CTA cap with 8 parts only and kLean's registers (+64, session 20; without kLean
 /// the instances spilled 80-120 bytes and lost, round 75: 6144x4096 NVFP4 W4A16 7.33 us vs 6.43
 /// staged, kLean 5.70): W4A16 192 (MXFP4 fold-free), W4A4 232.
+template <bool kMx>
+StreamFn stream_late_fmt(int parts, int occ, int base) {
+  constexpr int L = kStreamVarLate;
+  if (occ == 3)
+    return parts != 8    ? nullptr
+           : base == 192 ? &linear_stream_kernel<8, 3, 1, kMx, kMx, L | 192>
+           : base == 232 ? &linear_stream_kernel<8, 3, 1, kMx, kMx, L | 232>
+                         : nullptr;
+  if (occ != 2) return nullptr;
+  if (parts == 2)
+    return base == 0    ? &linear_stream_kernel<2, 2, 1, kMx, kMx, L>
+           : base == 40 ? &linear_stream_kernel<2, 2, 1, kMx, kMx, L | 40>
+                        : nullptr;
+  if (parts == 8)
+    return base == 128   ? &linear_stream_kernel<8, 2, 1, kMx, kMx, L | 128>
+           : base == 168 ? &linear_stream_kernel<8, 2, 1, kMx, kMx, L | 168>
+                         : nullptr;
+  return nullptr;
+}
+
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
+  if (var & kStreamVarLate) {
+    // Session 26 probe (B12X_GEMM_STREAM_LATE=1): the ring's requests after each slot's decode,
+    // on the bench shapes' plans (2-CTA cap: 2 parts var 0 / 40, 8 parts 128 / 168; 3-CTA kLean
+    // 192 / 232), NVFP4 and fold-free MXFP4; other MXFP4 weights run the plan's own variant.
+    const int base = var & ~kStreamVarLate;
+    if (mx && !mx_free) return base != 0 ? stream_var_fn(f, parts, occ, base, mx_free) : nullptr;
+    return mx ? stream_late_fmt<true>(parts, occ, base) : stream_late_fmt<false>(parts, occ, base);
+  }
   if (occ == 3) {
     if (parts != 8) return nullptr;
     if (var == 232)
@@ -107,6 +135,8 @@ StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool mx_free = false,
                      int var = 0) {
   if (fp16) return nullptr;
+  if (var == kStreamVarLate && f == WFmt::kMxfp4 && !mx_free)
+    return pick_stream(f, fp16, parts, occ, rows, mx_free);
   if (var != 0) return rows == 1 ? stream_var_fn(f, parts, occ, var, mx_free) : nullptr;
   if (f == WFmt::kMxfp4) {
     if (rows != 1 || !mx_free) return nullptr;
@@ -323,6 +353,11 @@ StreamLaunch last_stream_launch() {
 // same registers and shared memory).
 bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows) {
   return pick_stream(f, fp16, parts, occ, rows, f == WFmt::kMxfp4) != nullptr;
+}
+
+bool stream_late_available(WFmt f, int parts, int occ, int var) {
+  return (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
+         stream_var_fn(f, parts, occ, var | kStreamVarLate, true) != nullptr;
 }
 
 bool stream_qs_available(int parts, int occ) {

@@ -29,6 +29,7 @@
 #include "formats/swizzle.h"
 #include "gemm/linear_gemv_ggml.h"
 #include "gemm/linear_launch.h"
+#include "gemm/linear_params.h"
 #include "gemm/linear_stream16_fp8.h"
 #include "gpu_test_util.h"
 #include "reference/parallel.h"
@@ -1705,6 +1706,33 @@ gemm::Plan plan_m1(LinearFormat f, int64_t N, int64_t K) {
       f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4 ? DType::kFP4E2M1 : DType::kBF16;
   caps.out_dtype = DType::kBF16;
   return gemm::plan(caps);
+}
+
+TEST(GemmGpu, DecodeStreamLate) {
+  // Session 26 probe (B12X_GEMM_STREAM_LATE=1, var bit 4096): each ring slot's next vector
+  // requested after the slot's decode, NVFP4 / fold-free MXFP4 (codes 0..135), W4A16 / W4A4, on
+  // the 2-part (var 0 / 40) and 8-part (128 / 168) grids at the 2-CTA cap and kLean's 3-CTA
+  // blocks (192 / 232); K tails (1312, 4832), bias, an FP16 output, graphs.
+  B12X_REQUIRE_GPU();
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
+      el("B12X_GEMM_STREAM_LATE", "1");
+  MxCodeTweak tw(0);
+  int k = 0;
+  for (const char* parts : {"2", "8", "8lean"})
+    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                                 LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
+      const bool lean = parts[1] != 0;
+      ScopedEnv ep("B12X_GEMM_STREAM_PARTS", lean ? "8" : parts),
+          eo("B12X_GEMM_STREAM_OCC", lean ? "3" : "2"), ej("B12X_GEMM_STREAM_JIT", lean ? "4" : "");
+      const int64_t N = (k % 2) ? 72 : 200, K = (k % 3) ? 4832 : 1312;
+      EXPECT_NE(plan_m1(f, N, K).decode_stream_var & gemm::lin::kStreamVarLate, 0)
+          << parts << " " << static_cast<int>(f);
+      const bool mx = f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4;
+      expect_stream_launch(
+          {f, 1, N, K, DType::kBF16, k % 5 == 3 ? DType::kFP16 : DType::kBF16, (k % 2) == 0},
+          /*graph=*/k % 4 == 1, mx);
+      ++k;
+    }
 }
 
 TEST(GemmGpu, DecodeStreamJit) {

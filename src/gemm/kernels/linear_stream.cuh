@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(
-      kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128) == 0)),
+      kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128 & ~kStreamVarLate) == 0)),
       "kVar: M = 1; MXFP4 with kQf only");
   // kMxS (session 26, every fold-free MXFP4 instance): each lane builds both atoms' splat pairs
   // of a vector from the scale words by integer arithmetic (one PRMT, a mask and one IMAD per
@@ -182,6 +182,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // 4 shuffles (round 97); with kLean it keeps the block's two scale words per row (kLean's one
   // compressed word holds the lane's atom only).
   constexpr bool kMxS = kMx && kMxFree;
+  // kLate (bit 4096, session 26 probe): a ring slot's next vector is requested after the slot's
+  // words are decoded instead of before, so the slot needs no register copy (sm_90a: 16 of the
+  // block's 32 IMAD.MOV were the ring's copies), at the cost of issuing each load one decode later.
+  constexpr bool kLate = (kVar & kStreamVarLate) != 0;
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
   // kQf (bit 32, session 20; kQx): the conversion by BF16 pair arithmetic, NVFP4 into activations
@@ -454,7 +458,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         for (int i = 0; i < 4; ++i) acc[n][s][i] = 0.f;
     const uint8_t* xv = xlane;
     // Vector j of the block being computed (scale bytes cb0 / cb1).
-    auto vec = [&](const uint4 cur, const int j) {
+    auto vec = [&](uint4& slot, const int j) {
+      const uint4 cur = slot;
+      if constexpr (!kLate) issue(slot, j);
       uint4 xa[kNt], xb[kNt];
 #pragma unroll
       for (int n = 0; n < kNt; ++n) {
@@ -530,6 +536,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
             af[a][s][r] = *reinterpret_cast<const uint32_t*>(&m);
           }
         }
+      if constexpr (kLate) issue(slot, j);
 #pragma unroll
       for (int n = 0; n < kNt; ++n) {
         mma16816<T>(acc[n][0], af[0][0], xa[n].x, xa[n].y);
@@ -570,11 +577,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         xv = xw + t * 32;
       }
 #pragma unroll
-      for (int j = 0; j < kDepth; ++j) {
-        const uint4 cur = ring[j];
-        issue(ring[j], j);
-        vec(cur, j);
-      }
+      for (int j = 0; j < kDepth; ++j) vec(ring[j], j);
       advance();
     }
     if constexpr (kRows > 1) {
