@@ -62,13 +62,19 @@ ImmaFn imma_probe(int v, int64_t M) {
       return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kU2 | kLean>;
     case kP2 | kPred | kU2 | kLean:
       return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred | kU2 | kLean>;
+    case kP2 | kPred | kAlu:
+      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred | kAlu>;
+    case kP2 | kPred | kLean | kAlu:
+      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred | kLean | kAlu>;
+    case kP2 | kU2 | kAlu:
+      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kU2 | kAlu>;
     default:
       return nullptr;
   }
 }
 
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
-  constexpr int kBits = imma::kP2 | imma::kPred | imma::kU2 | imma::kLean;
+  constexpr int kBits = imma::kP2 | imma::kPred | imma::kU2 | imma::kLean | imma::kAlu;
   if (fp16 || (var & ~kBits) != kGgmlImmaVar) return nullptr;
   const int v = var & kBits;
   const bool xs = f == WFmt::kIq2Xs;

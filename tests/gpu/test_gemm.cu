@@ -4719,10 +4719,11 @@ TEST(GemmGpu, GgmlGemvImmaProbe) {
   // Session 26 (B12X_GGML_GEMV_VAR = 8192 | bits): 1 two pieces (15-bit activations: exact
   // within 2^6 of the block's largest BF16 value, else < 2^-14 of it lost per element), 2
   // activation loads by the supplying lanes only, 4 two units per loop iteration, 16 lane
-  // constants kept and sub-scales as X 2s + X; IQ2_XS at M = 2 with 8193 / 8197 / 8213 (IQ2_XXS
-  // also 8195 / 8211); IQ2_XS 8195 with 16 warps.
+  // constants kept and sub-scales as X 2s + X, 32 the entry's OR and shift as IMADs; IQ2_XS at
+  // M = 2 with 8193 / 8197 / 8213 (IQ2_XXS also 8195 / 8211); IQ2_XS 8195 with 16 warps.
   ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (const char* var : {"8193", "8195", "8197", "8209", "8211", "8213", "8215"}) {
+  for (const char* var :
+       {"8193", "8195", "8197", "8209", "8211", "8213", "8215", "8227", "8229", "8243"}) {
     SCOPED_TRACE(var);
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
     const int v = std::atoi(var);

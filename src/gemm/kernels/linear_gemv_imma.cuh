@@ -68,8 +68,8 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 /// value (radix 2^8 signed digits, 15 bits), kPred activation loads by the supplying lanes only,
 /// kU2 two units per loop iteration (no copy of the next batch's registers), kLean (with kP2) the
 /// lane constants kept in registers (opaque to rematerialization) and the sub-scales as X (2s) +
-/// X.
-inline constexpr int kP2 = 1, kPred = 2, kU2 = 4, kLean = 16;
+/// X, kAlu two of a decoded entry's ALU instructions on the FMA pipe (entry_s8's kFma).
+inline constexpr int kP2 = 1, kPred = 2, kU2 = 4, kLean = 16, kAlu = 32;
 /// Dynamic shared memory at K for M tokens: the tables, the pieces (three, kP2 two) and the
 /// per-atom scales per token.
 template <WFmt F>
@@ -140,9 +140,12 @@ __device__ __forceinline__ void imma16832(int c[4], const uint32_t a[4], uint32_
 /// The int8 values of one entry (half kHi of word w: grid index | sign7 << 9): values 0-3 in lo,
 /// 4-7 in hi. clsw: the lane's copy offsets (IQ2_XXS: byte 0 4 L, byte 1 4 L + 128, the
 /// addresses one PRMT each; IQ2_XS: 4 L, the addresses shift, mask and OR).
-template <WFmt F, bool kHi>
+/// kFma: the OR (disjoint bits) as IMAD(g, one, s) and the shift as IMAD.HI(sel, 2^16) with
+/// opaque one / 2^16: two of the entry's six ALU-pipe instructions on the FMA pipe.
+template <WFmt F, bool kHi, bool kFma = false>
 __device__ __forceinline__ void entry_s8(uint32_t w, uint32_t clsw, uint32_t tab0, uint32_t slo,
-                                         uint32_t shi, uint32_t& lo, uint32_t& hi) {
+                                         uint32_t shi, uint32_t& lo, uint32_t& hi,
+                                         uint32_t one = 1u, uint32_t m16 = 0x10000u) {
   uint32_t ga, sa;
   if constexpr (F == WFmt::kIq2Xs) {
     constexpr uint32_t kSign = 512 * 128;
@@ -152,9 +155,15 @@ __device__ __forceinline__ void entry_s8(uint32_t w, uint32_t clsw, uint32_t tab
     ga = prmt(w, clsw, kHi ? 0x7624u : 0x7604u) + tab0;
     sa = prmt(w, clsw, kHi ? 0x7635u : 0x7615u) + tab0;
   }
-  const uint32_t sel = lds32(ga) | lds32(sa);
-  lo = prmt(slo, shi, sel);
-  hi = prmt(slo, shi, sel >> 16);
+  if constexpr (kFma) {
+    const uint32_t sel = lds32(ga) * one + lds32(sa);
+    lo = prmt(slo, shi, sel);
+    hi = prmt(slo, shi, __umulhi(sel, m16));
+  } else {
+    const uint32_t sel = lds32(ga) | lds32(sa);
+    lo = prmt(slo, shi, sel);
+    hi = prmt(slo, shi, sel >> 16);
+  }
 }
 
 /// One batch (8 atoms = one 256-K block) of a lane: slot g of atoms t and 4 + t, both rows'
@@ -396,6 +405,10 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   const auto keep = [&](uint32_t v) { return kLn ? __shfl_sync(0xFFFFFFFFu, v, lane) : v; };
   const uint32_t clsw = keep(kXs ? 4u * lane : 4u * lane | ((4u * lane + 128u) << 8));
   const uint32_t t4 = keep(4u * t);  // kLean: the lane's sub-scale shift
+  constexpr bool kFm = (kV & kAlu) != 0;
+  // kAlu: multipliers ptxas cannot see (an identity shuffle), so the IMADs stay IMADs.
+  const uint32_t one = kFm ? __shfl_sync(0xFFFFFFFFu, 1u, lane) : 1u;
+  const uint32_t m16 = kFm ? __shfl_sync(0xFFFFFFFFu, 0x10000u, lane) : 0x10000u;
   // Two copies read by lane parity (a uniform load would let ptxas keep the words in uniform
   // registers and copy them before every PRMT).
   const uint32_t slo = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[lane & 1];
@@ -483,11 +496,11 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
         const uint32_t wg = q < 2 ? wv.x : wv.y, w8 = q < 2 ? wv.z : wv.w;
         uint32_t a[4];
         if (q & 1) {
-          entry_s8<F, true>(wg, clsw, tab0, slo, shi, a[0], a[2]);
-          entry_s8<F, true>(w8, clsw, tab0, slo, shi, a[1], a[3]);
+          entry_s8<F, true, kFm>(wg, clsw, tab0, slo, shi, a[0], a[2], one, m16);
+          entry_s8<F, true, kFm>(w8, clsw, tab0, slo, shi, a[1], a[3], one, m16);
         } else {
-          entry_s8<F, false>(wg, clsw, tab0, slo, shi, a[0], a[2]);
-          entry_s8<F, false>(w8, clsw, tab0, slo, shi, a[1], a[3]);
+          entry_s8<F, false, kFm>(wg, clsw, tab0, slo, shi, a[0], a[2], one, m16);
+          entry_s8<F, false, kFm>(w8, clsw, tab0, slo, shi, a[1], a[3], one, m16);
         }
         const int ch = kXs ? q >> 1 : 0;
 #pragma unroll
