@@ -15,12 +15,13 @@ namespace {
 using ImmaFn = void (*)(const LinearParams);
 
 /// The kernel for (format, activation dtype, warps per CTA, var, M tokens): BF16 activations;
-/// IQ2_XXS 16 warps at M = 1, 2, IQ2_XS 24 warps at M = 1 (the defaults; nullptr: none). Dropped
-/// in rounds 93-95 (removed): 8 warps (two CTAs per SM), 20 / 32 warps, IQ2_XXS 24, IQ2_XS 16 and
-/// M = 2 (round 95: 15.71 us at 14336x4096 against the BF16 GEMV's 15.14), the weights two
-/// batches ahead, two MMA chains per piece set; FP16 activations are unmeasured (no kernel).
-/// Session 26 (var kGgmlImmaVar | imma::kP2 | ...): the defaults (round 97: M = 1 IQ2_XXS kP2 |
-/// kPred, IQ2_XS kP2 | kU2; M = 2 kP2) and the round-98 probes. Dropped in round 97 (removed):
+/// IQ2_XXS 16 warps, IQ2_XS 24 (nullptr: none). Dropped in rounds 93-95 (removed): 8 warps (two
+/// CTAs per SM), 20 / 32 warps, IQ2_XXS 24, the weights two batches ahead, two MMA chains per
+/// piece set; FP16 activations are unmeasured (no kernel).
+/// Session 26 (var kGgmlImmaVar | imma::kP2 | ...; two pieces in every kernel, session 25's three
+/// removed: round 97 8192 5.66 / 11.34 / 12.34 / 6.94 / 5.57 us IQ2_XXS M = 1 against kP2's 5.20 /
+/// 9.89 / 11.04 / 6.33 / 5.16): the defaults (round 97: M = 1 IQ2_XXS kP2 | kPred, IQ2_XS kP2 |
+/// kU2; M = 2 kP2) and the round-98 probes. Dropped in round 97 (removed):
 /// kD2 (the weights two batches ahead: IQ2_XXS 5.45 / 10.52 / 11.35 / 6.39 / 5.20 us against
 /// kP2's 5.20 / 9.89 / 11.04 / 6.33 / 5.16), 20 warps (5.24 / 10.18 / 10.81 / 6.33 / 5.34),
 /// kPred | kU2 (IQ2_XXS 5.40 / 10.39 / 11.25 / 6.47 / 5.27, IQ2_XS 6.04 / 12.54 / 13.20 / 7.60 /
@@ -75,26 +76,18 @@ ImmaFn imma_probe(int v, int64_t M) {
 
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   constexpr int kBits = imma::kP2 | imma::kPred | imma::kU2 | imma::kLean | imma::kAlu;
-  if (fp16 || (var & ~kBits) != kGgmlImmaVar) return nullptr;
   const int v = var & kBits;
+  if (fp16 || (var & ~kBits) != kGgmlImmaVar || (v & imma::kP2) == 0) return nullptr;
   const bool xs = f == WFmt::kIq2Xs;
-  if (v != 0) {
-    if (xs && warps == 16 && M == 1 && v == (imma::kP2 | imma::kPred))  // probe: 128 registers
-      return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, imma::kP2 | imma::kPred>;
-    if (M < 1 || M > 2 || warps != (xs ? 24 : 16)) return nullptr;
-    return xs ? imma_probe<WFmt::kIq2Xs, 24>(v, M) : imma_probe<WFmt::kIq2Xxs, 16>(v, M);
-  }
-  if (xs && warps == 24 && M == 1) return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 24>;
-  if (f == WFmt::kIq2Xxs && warps == 16 && (M == 1 || M == 2))
-    return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 2>
-                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16>;
-  return nullptr;
+  if (xs && warps == 16 && M == 1 && v == (imma::kP2 | imma::kPred))  // probe: 128 registers
+    return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, imma::kP2 | imma::kPred>;
+  if (M < 1 || M > 2 || warps != (xs ? 24 : 16)) return nullptr;
+  return xs ? imma_probe<WFmt::kIq2Xs, 24>(v, M) : imma_probe<WFmt::kIq2Xxs, 16>(v, M);
 }
 
-int64_t imma_smem(WFmt f, int64_t K, int64_t M, int var) {
-  const int v = var & imma::kP2;
-  return f == WFmt::kIq2Xs ? imma::smem_bytes<WFmt::kIq2Xs>(K, M, v)
-                           : imma::smem_bytes<WFmt::kIq2Xxs>(K, M, v);
+int64_t imma_smem(WFmt f, int64_t K, int64_t M) {
+  return f == WFmt::kIq2Xs ? imma::smem_bytes<WFmt::kIq2Xs>(K, M)
+                           : imma::smem_bytes<WFmt::kIq2Xxs>(K, M);
 }
 
 }  // namespace
@@ -104,8 +97,7 @@ bool ggml_imma_available(WFmt f, bool fp16, int64_t M, int64_t K, int warps, int
   // Every M up to the plan's (a run may bind fewer tokens).
   for (int64_t m = 1; m <= M; ++m)
     if (imma_kernel(f, fp16, warps, var, m) == nullptr) return false;
-  return K % 256 == 0 &&
-         imma_smem(f, K, M, var) + warps * (2 * 2 * 16 + 2) * 4 + 2048 <= smem_optin;
+  return K % 256 == 0 && imma_smem(f, K, M) + warps * (2 * 2 * 16 + 2) * 4 + 2048 <= smem_optin;
 }
 
 int prepare_ggml_imma(int device, WFmt f, bool fp16, int warps, int var, int64_t M, int64_t K) {
@@ -116,7 +108,7 @@ int prepare_ggml_imma(int device, WFmt f, bool fp16, int warps, int var, int64_t
     B12X_ASSERT(k != nullptr, "no IQ2 integer-MMA GEMV with ", warps, " warps at M=", m);
     int b = 0;
     B12X_CUDA_CHECK(::b12x::detail::resident_ctas(reinterpret_cast<const void*>(k), 32 * warps,
-                                                  static_cast<int>(imma_smem(f, K, m, var)), &b));
+                                                  static_cast<int>(imma_smem(f, K, m)), &b));
     if (m == M) blocks = b;
   }
   return blocks;
@@ -129,7 +121,7 @@ void launch_ggml_imma(WFmt f, bool fp16, int warps, int var, int ctas, const Lin
               " warps=", warps, " var=", var, " split=", p.split, " K=", p.K,
               " (supported: M = 1, 2, no split, K % 256 == 0)");
   const int64_t gx = std::max<int64_t>(1, std::min<int64_t>(ctas > 0 ? ctas : p.n16, p.n16));
-  const int smem = static_cast<int>(imma_smem(f, p.K, p.M, var));
+  const int smem = static_cast<int>(imma_smem(f, p.K, p.M));
   B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(reinterpret_cast<const void*>(k), smem));
   note_ggml_gemv_launch(
       GgmlGemvLaunch{1, 0, warps, warps, static_cast<unsigned>(gx), 1u, 1u, false});

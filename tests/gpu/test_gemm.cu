@@ -4692,24 +4692,19 @@ void imma_cases(bool xs, bool m2xs) {
 
 TEST(GemmGpu, GgmlGemvImma) {
   B12X_REQUIRE_GPU();
-  // Session 25: IQ2 at M <= 2 on integer MMA (B12X_GGML_GEMV_VAR=8192; BF16 activations):
-  // activations split into int8 pieces per 32-K block (exact within 2^12 of the block's largest
-  // BF16 value, else < 2^-20 of it lost per element). IQ2_XXS 16 warps, IQ2_XS 24;
-  // one wave (default CTAs) and CTAs of several tiles whose warps' ranges cross tile starts (CTAS
-  // 2 / 5 over 13 tiles, K = 2304), N off the tile, bias, FP16 output, graph replay with new
-  // activations; blocks with one element 2^12 (exact) and 2^20 (the small ones rounded) above the
-  // rest; M = 2 and M = 1 on a plan for 2 tokens. FP16 activations: no kernel (the BF16 GEMV).
-  ScopedEnv e("B12X_GGML_GEMV", "1"), ev("B12X_GGML_GEMV_VAR", "8192");
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, 8192);
+  // Sessions 25-26: IQ2 at M <= 2 on integer MMA (B12X_GGML_GEMV_VAR=8193: two activation pieces;
+  // BF16 activations): IQ2_XXS 16 warps, IQ2_XS 24; M = 3 and Q8_0 not.
+  ScopedEnv e("B12X_GGML_GEMV", "1"), ev("B12X_GGML_GEMV_VAR", "8193");
+  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, 8193);
   EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_warps, 16);
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 2, 4096, 4096).ggml_gemv_var, 8192);
+  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 2, 4096, 4096).ggml_gemv_var, 8193);
   EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 3, 4096, 4096).ggml_gemv_var, 0);
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, 8192);
+  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, 8193);
   EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_warps, 24);
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, 0);
+  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, 8193);
   EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).ggml_gemv_var, 0);
   // The cases incl. NaN / Inf activations (review s25 item 1: the block's scale is NaN).
-  imma_cases(/*xs=*/true, /*m2xs=*/false);
+  imma_cases(/*xs=*/true, /*m2xs=*/true);
   // FP16 activations: the BF16 GEMV (no integer-MMA kernel).
   run_case({LinearFormat::kIq2Xxs, 1, 72, 1024, DType::kFP16, DType::kFP16, false});
 }
@@ -4720,14 +4715,13 @@ TEST(GemmGpu, GgmlGemvImmaProbe) {
   // within 2^6 of the block's largest BF16 value, else < 2^-14 of it lost per element), 2
   // activation loads by the supplying lanes only, 4 two units per loop iteration, 16 lane
   // constants kept and sub-scales as X 2s + X, 32 the entry's OR and shift as IMADs; IQ2_XS at
-  // M = 2 with 8193 / 8197 / 8213 (IQ2_XXS also 8195 / 8211); IQ2_XS 8195 with 16 warps.
+  // M = 2 with 8197 / 8213 (IQ2_XXS also 8195 / 8211); IQ2_XS 8195 with 16 warps (8193: above).
   ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (const char* var :
-       {"8193", "8195", "8197", "8209", "8211", "8213", "8215", "8227", "8229", "8243"}) {
+  for (const char* var : {"8195", "8197", "8209", "8211", "8213", "8215", "8227", "8229", "8243"}) {
     SCOPED_TRACE(var);
     ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
     const int v = std::atoi(var);
-    const bool m2 = v == 8193 || v == 8197 || v == 8213;
+    const bool m2 = v == 8197 || v == 8213;
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, v);
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, v);
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, m2 ? v : 0);

@@ -1,4 +1,4 @@
-// IQ2_XXS GEMV at M = 1 on integer MMA (mma.sync m16n8k32 s8 x s8 -> s32), session 25; the
+// IQ2 GEMV at M <= 2 on integer MMA (mma.sync m16n8k32 s8 x s8 -> s32), sessions 25-26; the
 // packed weights of gemm/linear_layout.h, as the BF16 GEMV (linear_gemv_ggml.cuh) reads them.
 //
 // Why integers: an IQ2 weight is +-{8, 25, 43} times the group's fp32 factor, an exact int8. The
@@ -17,17 +17,18 @@
 //    [atom t: group q] per lane t. The activation columns separate the atoms: column 2t + p
 //    holds piece p of atom t (only lanes g = 2t + p supply B, the others zero), so C[row][2t + p]
 //    is atom t's dot product with piece p.
-//  - Activations: per 32-K block with exponent E (2^E <= max |x| < 2^(E+1)), X = rint(x *
-//    2^(19 - E)) (|X| <= 2^20), split into int8 pieces X = a 2^14 + b 2^7 + c (a = floor(X /
-//    2^14) in [-64, 64], b, c in [0, 127]; E at least -100, a block with a NaN / Inf gets a NaN
-//    scale). Two MMAs per group: pieces a, b (columns 2t, 2t + 1)
-//    and c (column 2t). The int32 sums are exact (|dot| <= 32 * 43 * 2^20 < 2^31) and combined
-//    in int32 as (A 2^7 + B) 2^7 + C before one conversion per row and atom. An element loses
-//    at most 2^(max(E, -100) - 20) (round to nearest): BF16 elements within 2^12 of their
-//    block's largest are exact.
+//  - Activations (session 26: two pieces; session 25 split into three): per 32-K block with
+//    exponent E (2^E <= max |x| < 2^(E+1)), X = rint(x 2^(13 - E)) (|X| <= 2^14) as radix-2^8
+//    signed digits X = a 2^8 + b (a in [-64, 64], b in [-128, 127]; E at least -100, a block
+//    with a NaN / Inf gets a NaN scale). One MMA per group and token: pieces a, b in columns 2t,
+//    2t + 1. The int32 sums are exact (|A| <= 32 * 43 * 64) and combined as A 2^8 + B, times the
+//    sub-scale 2s + 1 in int32 (<= 2^29.5), before one conversion per row and atom. An element
+//    loses at most 2^(max(E, -100) - 14) (round to nearest): BF16 elements within 2^6 of their
+//    block's largest are exact (llama.cpp's q8_1 activations keep 8 bits).
 //  - Staging: each CTA converts the whole activation row into shared memory once (pieces
 //    [p][atom][32 bytes], a 16-byte pad per piece so that the 8 lanes loading pieces a / b of 4
-//    atoms hit 32 different banks; the per-atom fp32 scale 2^(E - 19) after them).
+//    atoms hit 32 different banks; the per-atom fp32 scale 2^(E - 16) (d / 8 folded in) after
+//    them, [batch][t][half]).
 //  - Grid: one wave of CTAs (kW warps, one per SM on H200), each a contiguous share of the
 //    16-row tiles, its (tile, batch) units cut into kW contiguous ranges, one per warp (the BF16
 //    GEMV's balanced split); a tile a warp covers in part goes through shared memory and is added
@@ -64,17 +65,18 @@ __host__ __device__ constexpr int zero_off() {
 __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
   return atoms * 32 + 16;
 }
-/// Kernel variant bits (plan var kGgmlImmaVar | bits; session 26 probes): kP2 two pieces per
-/// value (radix 2^8 signed digits, 15 bits), kPred activation loads by the supplying lanes only,
+/// Kernel variant bits (plan var kGgmlImmaVar | bits; session 26): kP2 two pieces per value
+/// (radix 2^8 signed digits, 15 bits; every kernel), kPred activation loads by the supplying lanes
+/// only,
 /// kU2 two units per loop iteration (no copy of the next batch's registers), kLean (with kP2) the
 /// lane constants kept in registers (opaque to rematerialization) and the sub-scales as X (2s) +
 /// X, kAlu two of a decoded entry's ALU instructions on the FMA pipe (entry_s8's kFma).
 inline constexpr int kP2 = 1, kPred = 2, kU2 = 4, kLean = 16, kAlu = 32;
-/// Dynamic shared memory at K for M tokens: the tables, the pieces (three, kP2 two) and the
-/// per-atom scales per token.
+/// Dynamic shared memory at K for M tokens: the tables, two pieces and the per-atom scales per
+/// token.
 template <WFmt F>
-__host__ __device__ constexpr int64_t smem_bytes(int64_t K, int64_t M = 1, int V = 0) {
-  return tab_bytes<F>() + M * (((V & kP2) ? 2 : 3) * piece_stride(K / 32) + (K / 32) * 4);
+__host__ __device__ constexpr int64_t smem_bytes(int64_t K, int64_t M = 1) {
+  return tab_bytes<F>() + M * (2 * piece_stride(K / 32) + (K / 32) * 4);
 }
 
 namespace tab {
@@ -219,22 +221,10 @@ __device__ __forceinline__ void load_batch(const Cursor& c, int d8, int s8, Batc
   }
 }
 
-/// Values 4 i .. 4 i + 3 of a chunk (bit patterns R of fma(x, 2^(19-E), 1.5 * 2^23): bits 0-22
-/// = 2^22 + X) -> the pieces' words: a = bits 14-21 (floor(X / 2^14) mod 256), b = bits 7-13,
-/// c = bits 0-6, one byte per value.
-__device__ __forceinline__ void split4(const uint32_t R[4], uint32_t& aw, uint32_t& bw,
-                                       uint32_t& cw) {
-  const uint32_t t01 = prmt(R[0], R[1], 0x5410u), t23 = prmt(R[2], R[3], 0x5410u);
-  cw = prmt(t01, t23, 0x6420u) & 0x7F7F7F7Fu;
-  bw = prmt(t01 << 1, t23 << 1, 0x7531u) & 0x7F7F7F7Fu;
-  const uint32_t u01 = prmt(R[0], R[1], 0x6521u) >> 6, u23 = prmt(R[2], R[3], 0x6521u) >> 6;
-  aw = prmt(u01, u23, 0x6420u);
-}
-
-/// Two pieces (kP2): R bits of fma(x, 2^(13-E), 1.5 * 2^23 + 128), bits 0-22 = 2^22 + X + 128
-/// (|X| <= 2^14); X = a 2^8 + b with signed digits b = ((X + 128) mod 256) - 128 (byte 0 xor
-/// 0x80) and a = floor((X + 128) / 2^8) in [-64, 64] (byte 1).
-__device__ __forceinline__ void split4_p2(const uint32_t R[4], uint32_t& aw, uint32_t& bw) {
+/// Values 4 i .. 4 i + 3 of a chunk: R bits of fma(x, 2^(13-E), 1.5 * 2^23 + 128), bits 0-22 =
+/// 2^22 + X + 128 (|X| <= 2^14); X = a 2^8 + b with signed digits b = ((X + 128) mod 256) - 128
+/// (byte 0 xor 0x80) and a = floor((X + 128) / 2^8) in [-64, 64] (byte 1).
+__device__ __forceinline__ void split4(const uint32_t R[4], uint32_t& aw, uint32_t& bw) {
   const uint32_t t01 = prmt(R[0], R[1], 0x5410u), t23 = prmt(R[2], R[3], 0x5410u);
   bw = prmt(t01, t23, 0x6420u) ^ 0x80808080u;
   aw = prmt(t01, t23, 0x7531u);
@@ -250,21 +240,19 @@ __device__ __forceinline__ void lds128_if(uint4& v, uint32_t addr, bool on) {
 
 }  // namespace imma
 
-/// grid = (<= n16 CTAs, 1, 1), 32 kW threads, dynamic shared memory imma::smem_bytes<F>(K). M =
-/// 1, IQ2_XXS / IQ2_XS, K % 256 == 0, 16-byte aligned activations, no K split (p.split == 1).
-/// kM = M tokens (1, 2): at M = 2
-/// three piece sets per group, columns (2t, 2t + 1) token 0's pieces a, b, token 1's, and both
-/// tokens' c (lanes g = 2t + m: token m). kV: imma::kP2 (two pieces: one set per token, columns
-/// (2t, 2t + 1) its pieces a, b), imma::kPred (activation loads by the supplying lanes only).
-template <WFmt F, class T, int kW, int kM = 1, int kV = 0>
+/// grid = (<= n16 CTAs, 1, 1), 32 kW threads, dynamic shared memory imma::smem_bytes<F>(K, kM).
+/// IQ2_XXS / IQ2_XS, K % 256 == 0, 16-byte aligned activations, no K split (p.split == 1). kM = M
+/// tokens (1, 2): one piece set per group and token, columns (2t, 2t + 1) its pieces a, b. kV:
+/// imma::kP2 (required) | kPred | kU2 | kLean | kAlu.
+template <WFmt F, class T, int kW, int kM, int kV>
 __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const LinearParams p) {
   using namespace imma;
   constexpr int kThr = 32 * kW;
   constexpr bool kXs = F == WFmt::kIq2Xs;
   constexpr int kE = kXs ? 512 : 256, kSb = kXs ? 8 : 4;
   constexpr int kTabBytes = tab_bytes<F>(), kSrcOff = src_off<F>(), kZeroOff = zero_off<F>();
-  constexpr bool kTwo = (kV & kP2) != 0, kPr = (kV & kPred) != 0;
-  constexpr int kNp = kTwo ? 2 : 3;  // pieces per token
+  static_assert((kV & kP2) != 0, "two activation pieces");
+  constexpr bool kPr = (kV & kPred) != 0;
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ float part[kW][2][kM][16];
   __shared__ int ptile[kW][2];
@@ -315,10 +303,10 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   if (lane < 2) ptile[warp][lane] = -1;
   griddep_wait();
   // Activation staging: chunks of 8 values, 4 per atom (lanes 4k .. 4k + 3 of a warp); token m's
-  // piece p at piece array kNp m + p. Each pass's load is issued before the previous pass converts.
+  // piece p at piece array 2 m + p. Each pass's load is issued before the previous pass converts.
   const int64_t PS = piece_stride(atoms);
   uint8_t* pieces = smem + kTabBytes;
-  float* pscale = reinterpret_cast<float*>(pieces + kNp * kM * PS);
+  float* pscale = reinterpret_cast<float*>(pieces + 2 * kM * PS);
   {
     const int chunks = atoms * 4;
     const auto xload = [&](int ct) {
@@ -362,44 +350,35 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       for (int i = 0; i < 8; ++i) mx = max(mx, __float_as_uint(f[i]) & 0x7FFFFFFFu);
       mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
       mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
-      // E = floor(log2 max |x|), at least -100 (2^(E - 19) stays a normal fp32); a non-finite
+      // E = floor(log2 max |x|), at least -100 (2^(E - 16) stays a normal fp32); a non-finite
       // block (E = 128) gets a NaN scale, so its rows' outputs are NaN as the reference's are
       // non-finite (IQ2 weights are never 0).
       const int E = max(static_cast<int>(mx >> 23) - 127, -100);
-      // X = rint(x 2^(19 - E)) (kP2: 2^(13 - E)); the atom's scale is its inverse.
-      constexpr int kSh = kTwo ? 13 : 19, kSc = kTwo ? 16 : 19;  // kP2: d / 8 in the scale
-      const float up = __uint_as_float(static_cast<uint32_t>(127 + kSh - E) << 23);
+      // X = rint(x 2^(13 - E)); the atom's scale is 2^(E - 16): its inverse and d / 8.
+      const float up = __uint_as_float(static_cast<uint32_t>(140 - E) << 23);
       uint32_t R[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
-        R[i] = __float_as_uint(fmaf(f[i], up, kTwo ? 12583040.f : 12582912.f));
-      uint32_t aw[2], bw[2], cw[2];
-      if constexpr (kTwo) {
-        split4_p2(R, aw[0], bw[0]);
-        split4_p2(R + 4, aw[1], bw[1]);
-      } else {
-        split4(R, aw[0], bw[0], cw[0]);
-        split4(R + 4, aw[1], bw[1], cw[1]);
-      }
+      for (int i = 0; i < 8; ++i) R[i] = __float_as_uint(fmaf(f[i], up, 12583040.f));
+      uint32_t aw[2], bw[2];
+      split4(R, aw[0], bw[0]);
+      split4(R + 4, aw[1], bw[1]);
       if (ok) {
-        uint8_t* pc = pieces + kNp * m * PS + static_cast<int64_t>(c) * 8;  // atom 32 + 8 (c % 4)
+        uint8_t* pc = pieces + 2 * m * PS + static_cast<int64_t>(c) * 8;  // atom 32 + 8 (c % 4)
         *reinterpret_cast<uint2*>(pc) = make_uint2(aw[0], aw[1]);
         *reinterpret_cast<uint2*>(pc + PS) = make_uint2(bw[0], bw[1]);
-        if constexpr (!kTwo) *reinterpret_cast<uint2*>(pc + 2 * PS) = make_uint2(cw[0], cw[1]);
-        // kP2: atom a's scale at 8 (a / 8) + 2 (a % 4) + (a % 8) / 4 (a lane's two halves in
-        // one 8-byte load).
-        const int at = c >> 2, sa = kTwo ? (at & ~7) + 2 * (at & 3) + ((at >> 2) & 1) : at;
+        // Atom a's scale at 8 (a / 8) + 2 (a % 4) + (a % 8) / 4 (a lane's two halves in one
+        // 8-byte load).
+        const int at = c >> 2, sa = (at & ~7) + 2 * (at & 3) + ((at >> 2) & 1);
         if ((c & 3) == 0)
-          pscale[m * atoms + sa] =
-              E > 127 ? __uint_as_float(0x7FC00000u)
-                      : __uint_as_float(static_cast<uint32_t>(127 - kSc + E) << 23);
+          pscale[m * atoms + sa] = E > 127 ? __uint_as_float(0x7FC00000u)
+                                           : __uint_as_float(static_cast<uint32_t>(111 + E) << 23);
       }
     }
   }
   __syncthreads();
 
   const uint32_t tab0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  constexpr bool kLn = kTwo && (kV & kLean) != 0;
+  constexpr bool kLn = (kV & kLean) != 0;
   // kLean: lane constants through an identity shuffle, so that ptxas keeps them in registers
   // instead of recomputing them from the thread index every unit (12 instructions per batch).
   const auto keep = [&](uint32_t v) { return kLn ? __shfl_sync(0xFFFFFFFFu, v, lane) : v; };
@@ -413,23 +392,21 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   // registers and copy them before every PRMT).
   const uint32_t slo = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[lane & 1];
   const uint32_t shi = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[2 + (lane & 1)];
-  // Lanes g = 2t + p supply piece p (a / b) of atom t (set 1; M = 2: token 0, set 2 token 1),
-  // the last set piece c (M = 1: lanes g = 2t; M = 2: lanes g = 2t + m token m); the others read
-  // 32 zero bytes (kZeroOff, stride 0): no predicated loads, no registers zeroed per atom. kP2:
-  // set m token m's pieces a, b (lanes g = 2t + p); kPred: the other lanes load nothing and keep
-  // zero registers (loop-carried).
-  constexpr int kSets = kTwo ? kM : kM + 1;
-  const bool act1 = (g >> 1) == t, actc = kM == 1 ? g == 2 * t : act1;
+  // Lanes g = 2t + p supply piece p (a / b) of atom t in set m (token m); the others read zero
+  // bytes (kZeroOff, stride 0): no predicated loads, no registers zeroed per atom; kPred: the
+  // other lanes load nothing and keep zero registers (loop-carried).
+  constexpr int kSets = kM;
+  const bool act1 = (g >> 1) == t;
   uint32_t xo[kSets], xs[kSets];
   bool xon[kSets];
 #pragma unroll
   for (int k = 0; k < kSets; ++k) {
-    const bool on = kTwo || k + 1 < kSets ? act1 : actc;
-    const int arr = kTwo || k + 1 < kSets ? kNp * k + (g & 1) : 3 * (kM == 1 ? 0 : g & 1) + 2;
-    // kP2 without kPred: quarter warp q's data of set k (lanes g = 2q, 2q + 1; arrays 2k, 2k + 1,
-    // each 4 banks on) sits in banks 8 (q + k) .. + 11 over the two loads; its zero lanes read
-    // 32 bytes at banks 8 (q + k + 2) .. (mod 32): no conflict.
-    const uint32_t zo = kZeroOff + (kTwo ? 32u * (((g >> 1) + k + 2) & 3) : 0u);
+    const bool on = act1;
+    const int arr = 2 * k + (g & 1);
+    // Quarter warp q's data of set k (lanes g = 2q, 2q + 1; arrays 2k, 2k + 1, each 4 banks on)
+    // sits in banks 8 (q + k) .. + 11 over the two loads; its zero lanes read 32 bytes at banks
+    // 8 (q + k + 2) .. (mod 32): no conflict.
+    const uint32_t zo = kZeroOff + 32u * (((g >> 1) + k + 2) & 3);
     xo[k] = keep(tab0 + (on ? kTabBytes + static_cast<uint32_t>(arr * PS) + 32 * t : zo));
     xs[k] = keep(on ? 32 : 0);
     xon[k] = on;
@@ -463,8 +440,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     float2 ps2[kM];
 #pragma unroll
     for (int m = 0; m < kM; ++m)
-      ps2[m] = kTwo ? *reinterpret_cast<const float2*>(pscale + m * atoms + 8 * b + 2 * t)
-                    : make_float2(0.f, 0.f);
+      ps2[m] = *reinterpret_cast<const float2*>(pscale + m * atoms + 8 * b + 2 * t);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t A0 = 8 * b + 4 * h;  // the half batch's first atom
@@ -484,8 +460,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       }
       float ps[kM];
 #pragma unroll
-      for (int m = 0; m < kM; ++m)
-        ps[m] = kTwo ? (h ? ps2[m].y : ps2[m].x) : pscale[m * atoms + A0 + t];
+      for (int m = 0; m < kM; ++m) ps[m] = h ? ps2[m].y : ps2[m].x;
       const uint4 wv = cur.w[h];
       // IQ2_XS: groups 0-1 (K 0-15) and 2-3 (16-31) of an atom carry their own sub-scales: two
       // chains per piece set ([1]: groups 2-3).
@@ -510,57 +485,42 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
         }
       }
       // Lane (g, t): atom 4h + t's pieces a, b of token m (cs[m][.][0], [1]; row g + 8: [2],
-      // [3]) and c (cs[kM][.][m], row g + 8 [2 + m]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of
-      // the row's word; IQ2_XS: byte t of word h, low nibble K 0-15, high 16-31).
+      // [3]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of the row's word; IQ2_XS: byte t of word
+      // h, low nibble K 0-15, high 16-31).
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        if constexpr (kTwo) {
-          // kP2: the sub-scales applied in int32 (|A 2^8 + B| (2s + 1) <= 2^29.5 over both
-          // IQ2_XS chains), one conversion per row and atom; d / 8 is in the atom's scale.
-          int Xs[kM] = {};
+        // The sub-scales applied in int32 (|A 2^8 + B| (2s + 1) <= 2^29.5 over both
+        // IQ2_XS chains), one conversion per row and atom; d / 8 is in the atom's scale.
+        int Xs[kM] = {};
 #pragma unroll
-          for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
-            if constexpr (kLn) {
-              // X (2s + 1) as X (2s) + X, 2s from the word shifted once per unit.
-              const uint32_t sw =
-                  kXs ? (h ? s2[r].y : s2[r].x) >> (2 * t4 + 4 * ch) : s2[r].x >> (16 * h + t4);
-              const int f2 = static_cast<int>(sw & 0x1Eu);
-#pragma unroll
-              for (int m = 0; m < kM; ++m) {
-                const int X = cs[m][ch][2 * r] * 256 + cs[m][ch][2 * r + 1];
-                Xs[m] += X * f2 + X;
-              }
-            } else {
-              const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
-                                      : cur.s[r].x >> (16 * h + 4 * t);
-              const int fi = static_cast<int>(((sw << 1) & 0x1Eu) | 1u);
-#pragma unroll
-              for (int m = 0; m < kM; ++m)
-                Xs[m] += (cs[m][ch][2 * r] * 256 + cs[m][ch][2 * r + 1]) * fi;
-            }
-          }
-#pragma unroll
-          for (int m = 0; m < kM; ++m)
-            bacc[m][r] = fmaf(static_cast<float>(Xs[m]), ps[m], bacc[m][r]);
-        } else {
-#pragma unroll
-          for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
-            const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
-                                    : cur.s[r].x >> (16 * h + 4 * t);
-            const float f = static_cast<float>(2 * static_cast<int>(sw & 15u) + 1);
+        for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
+          if constexpr (kLn) {
+            // X (2s + 1) as X (2s) + X, 2s from the word shifted once per unit.
+            const uint32_t sw =
+                kXs ? (h ? s2[r].y : s2[r].x) >> (2 * t4 + 4 * ch) : s2[r].x >> (16 * h + t4);
+            const int f2 = static_cast<int>(sw & 0x1Eu);
 #pragma unroll
             for (int m = 0; m < kM; ++m) {
-              const int X =
-                  (cs[m][ch][2 * r] * 128 + cs[m][ch][2 * r + 1]) * 128 + cs[kM][ch][2 * r + m];
-              bacc[m][r] = fmaf(static_cast<float>(X), ps[m] * f, bacc[m][r]);
+              const int X = cs[m][ch][2 * r] * 256 + cs[m][ch][2 * r + 1];
+              Xs[m] += X * f2 + X;
             }
+          } else {
+            const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
+                                    : cur.s[r].x >> (16 * h + 4 * t);
+            const int fi = static_cast<int>(((sw << 1) & 0x1Eu) | 1u);
+#pragma unroll
+            for (int m = 0; m < kM; ++m)
+              Xs[m] += (cs[m][ch][2 * r] * 256 + cs[m][ch][2 * r + 1]) * fi;
           }
         }
+#pragma unroll
+        for (int m = 0; m < kM; ++m)
+          bacc[m][r] = fmaf(static_cast<float>(Xs[m]), ps[m], bacc[m][r]);
       }
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const float d = half_bits_f32(cur.d[r] & 0xFFFFu) * (kTwo ? 1.f : 0.125f);
+      const float d = half_bits_f32(cur.d[r] & 0xFFFFu);
 #pragma unroll
       for (int m = 0; m < kM; ++m) acc[m][r] = fmaf(bacc[m][r], d, acc[m][r]);
     }
