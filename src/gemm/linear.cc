@@ -1229,22 +1229,23 @@ Plan plan(const Caps& caps) {
     // off, =2|4 forces S (at any M the grid takes, with B12X_GEMM_DECODE_WS_M).
     const char* xs_env = std::getenv("B12X_GEMM_DECODE_XSHARE");
     const int xs_force = xs_env != nullptr ? std::atoi(xs_env) : -1;
-    // Session 26 probe: block FP8 on BF16 activations on the same grid
-    // (B12X_GEMM_DECODE_XSHARE_BLK=1): the BF16 rows multicast, each CTA quantizing its copy from
-    // shared memory; f16 MMAs (M >= 2), the default ring.
-    const char* xb_env = std::getenv("B12X_GEMM_DECODE_XSHARE_BLK");
-    const bool xs_blk = wf == lin::WFmt::kFp8Block && caps.act_dtype == DType::kBF16 &&
-                        geo.K % 8 == 0 && xb_env != nullptr && xb_env[0] == '1';
-    // Session 26 probe (B12X_GEMM_DECODE_XSHARE_BIG=1): the staging beyond kDecodeStageBudget
-    // (SM90: ring + staging within kDecodeXshBudget), so per-tensor M = 8 at K = 4096, M = 5..8
-    // at 7168 and M = 3..8 at 14336 take the grid too.
+    // Session 26: the staging beyond kDecodeStageBudget (the kXsh instances are SM90's: ring +
+    // staging within kDecodeXshBudget; the cluster query below decides), so M = 8 at K = 4096,
+    // M = 5..8 at 7168 and M = 3..4 at 14336 take the grid too. Round 97 (H200, us, per-tensor,
+    // the 32 KB rule -> this): 4096x4096 M = 8 7.65 -> 6.72 (S 2), 2048x7168 M = 5 / 6 / 8 7.66 /
+    // 7.74 / 7.85 -> 6.43 / 6.48 / 6.23 (2), 4096x14336 M = 3 / 4 18.19 / 17.89 -> 16.60 (2, deep)
+    // / 16.82 (2); 6144x4096 M = 8 and 4096x14336 M >= 5 take no resident clusters (level).
+    // B12X_GEMM_DECODE_XSHARE_BIG=0 keeps session 25's 32 KB.
     const char* xbig_env = std::getenv("B12X_GEMM_DECODE_XSHARE_BIG");
-    const bool xs_big = xbig_env != nullptr && xbig_env[0] == '1';
+    const bool xs_big = !(xbig_env != nullptr && xbig_env[0] == '0');
+    // Session 26 probe (B12X_GEMM_DECODE_XSHARE16=1): two token tiles (M = 9..16) on the same
+    // grid (f16 MMAs, the default ring), from M = 9 (runs at M <= 8 keep the plain 4-warp grid).
+    const char* x16_env = std::getenv("B12X_GEMM_DECODE_XSHARE16");
+    const bool xs16 = nt == 2 && M <= 16 && x16_env != nullptr && x16_env[0] == '1';
+    const int64_t xs_stage = lin::stage_geom(wf, std::min<int64_t>(M, 8 * nt), slices).bytes + 16;
     const bool xs_stage_ok = (xs_big || stage_fit_slices(wf, M) >= slices) &&
-                             lin::decode_ring_bytes_deep(wf, 0) +
-                                     lin::xsh_stage_bytes(wf, std::min<int64_t>(M, 8), slices) <=
-                                 lin::kDecodeXshBudget;
-    const int64_t xs_min_m = xs_blk           ? 2
+                             lin::decode_ring_bytes_deep(wf, 0) + xs_stage <= lin::kDecodeXshBudget;
+    const int64_t xs_min_m = xs16             ? 9
                              : geo.n16 <= sms ? 1
                                               : std::max<int64_t>(2, (12288 + geo.K - 1) / geo.K);
     // Every cluster of S CTAs resident at once, for each instance run may launch: the f16 MMAs
@@ -1252,32 +1253,31 @@ Plan plan(const Caps& caps) {
     // one; the deeper ring's and none (run drops it where ring + staging exceed its budget).
     auto xs_fits = [&](int S, int deep, bool m1) {
       const int64_t clusters = (geo.n16 + S - 1) / S;
-      const int64_t stage = lin::xsh_stage_bytes(wf, std::min<int64_t>(M, 8), slices);
       int64_t fit = clusters;
       for (int d : {0, deep})
         for (int mma : {0, 1}) {
           if ((mma == 0 && !m1) || (mma == 1 && M < 2)) continue;
           // (Without an instance run falls back to the plain staging: no cluster.)
-          if (!lin::decode_xshare_available(wf, fp16, d, mma)) {
+          if (!lin::decode_xshare_available(wf, fp16, d, mma, nt)) {
             if (mma == 0) continue;
             return false;
           }
-          fit = std::min<int64_t>(
-              fit, lin::decode_xshare_max_clusters(caps.device, wf, d, mma, S,
-                                                   lin::decode_ring_bytes_deep(wf, d) + stage));
+          fit = std::min<int64_t>(fit, lin::decode_xshare_max_clusters(
+                                           caps.device, wf, d, mma, S,
+                                           lin::decode_ring_bytes_deep(wf, d) + xs_stage, nt));
         }
       return fit >= clusters;
     };
     int xs_s = 0, xs_deep = 0;
-    if (f8_sm90 && ((wf == lin::WFmt::kFp8 && geo.K % 16 == 0) || xs_blk) && !fp16 &&
-        split_env == nullptr && ctas_n * 10 < 9 * sms && M <= 8 && xs_stage_ok && xs_force != 0) {
-      // The deeper ring's rule below at the grid's split of 1 (block FP8: the default ring only).
-      const int pd = !xs_blk && M <= 3 && geo.n16 > sms && geo.n16 <= 2 * sms ? 1 : 0;
+    if (f8_sm90 && wf == lin::WFmt::kFp8 && !fp16 && geo.K % 16 == 0 && split_env == nullptr &&
+        ctas_n * 10 < 9 * sms && (M <= 8 || xs16) && xs_stage_ok && xs_force != 0) {
+      // The deeper ring's rule below at the grid's split of 1.
+      const int pd = M <= 3 && geo.n16 > sms && geo.n16 <= 2 * sms ? 1 : 0;
       if (xs_force == 2 || xs_force == 4) {
         for (int d : {pd, 0})
           if (xs_s == 0 && xs_fits(xs_force, d, true)) xs_s = xs_force, xs_deep = d;
       } else if (xs_force < 0 && M >= xs_min_m) {
-        const int cand[3][2] = {{4, pd}, {4, 0}, {2, pd}};  // (pd is 0 for block FP8)
+        const int cand[3][2] = {{4, pd}, {4, 0}, {2, pd}};
         for (const auto& c : cand)
           if (xs_s == 0 && (c[0] == 2 || geo.n16 > sms) && xs_fits(c[0], c[1], xs_min_m == 1))
             xs_s = c[0], xs_deep = c[1];
@@ -1519,8 +1519,8 @@ Plan plan(const Caps& caps) {
       p.decode_sync_stage = e[0] == '1' && lin::wtraits(wf).fp8mma;
     // The shared staging (below, at the 4-warp grid's rule): where the grid is the one it was
     // chosen for and its clusters fit with the ring the plan took.
-    if (xs_s > 0 && ws == 4 && nt == 1 && split == 1 && !p.decode_pipe && !p.decode_half &&
-        xs_fits(xs_s, p.decode_deep, xs_force > 0 || xs_min_m == 1)) {
+    if (xs_s > 0 && ws == 4 && (nt == 1 || xs16) && split == 1 && !p.decode_pipe &&
+        !p.decode_half && xs_fits(xs_s, p.decode_deep, xs_force > 0 || xs_min_m == 1)) {
       p.decode_xshare = xs_s;
       p.decode_xshare_min_m = static_cast<int>(xs_force > 0 ? 1 : xs_min_m);
     }
@@ -2366,10 +2366,7 @@ Plan plan(const Caps& caps) {
       caps.act_dtype == DType::kBF16) {
     const char* e = std::getenv("B12X_GEMM_DECODE_ACTQ");
     const int64_t rows = std::min<int64_t>(M, 8 * decode_nt(M));
-    // (Block FP8's shared staging quantizes from shared memory at any K it takes.)
-    p.decode_act_quant = e != nullptr ? e[0] == '1'
-                                      : rows * ((slices + split - 1) / split) <= 64 ||
-                                            (p.decode_xshare > 0 && wf == WFmt::kFp8Block);
+    p.decode_act_quant = e != nullptr ? e[0] == '1' : rows * ((slices + split - 1) / split) <= 64;
   }
   p.split_k = split;
   p.decode_warp_split = ws;
@@ -3039,7 +3036,11 @@ void run(const Binding& b, Stream stream) {
   p.split = plan.split_k;
   // Warps per tile at two token tiles: the pipelined FP8 probe only (plan's
   // B12X_GEMM_DECODE_PIPE_WS).
-  p.decode_ws = nt == 1 || plan.decode_pipe ? plan.decode_warp_split : 1;
+  // (Two token tiles on the shared staging: session 26's B12X_GEMM_DECODE_XSHARE16 plans.)
+  p.decode_ws =
+      nt == 1 || plan.decode_pipe || (plan.decode_xshare > 1 && M >= plan.decode_xshare_min_m)
+          ? plan.decode_warp_split
+          : 1;
   p.decode_ws8_budget = plan.decode_ws8_budget;
   p.decode_half = plan.decode_half && p.decode_ws <= 1;
   p.slices_per_cta = static_cast<int>((slices + p.split - 1) / p.split);
@@ -3047,21 +3048,17 @@ void run(const Binding& b, Stream stream) {
   p.stage_rows = static_cast<int>(std::min<int64_t>(M, 8 * nt));
   p.stage_slices = static_cast<int>(
       std::min<int64_t>(p.slices_per_cta, stage_fit_slices(im.wfmt, p.stage_rows)));
-  // The shared staging (kXsh, below) where the run's grid is the plan's: its rows (block FP8:
-  // BF16 rows quantized in the staging, kActBf16Quant; per-tensor: e4m3 rows) in 16-byte pieces;
-  // the CTA's whole K staged within kDecodeXshBudget (beyond kDecodeStageBudget: session 26's
-  // B12X_GEMM_DECODE_XSHARE_BIG plans).
-  const bool xs_blk = im.wfmt == WFmt::kFp8Block;
-  const bool xs_rows = xs_blk ? p.act_kind == lin::kActBf16Quant && geo.K % 8 == 0 && p.ldx % 8 == 0
-                              : p.act_kind == lin::kActFp8 && p.xs_kind == lin::kXsNone &&
-                                    geo.K % 16 == 0 && p.ldx_bytes % 16 == 0;
+  // The shared staging (kXsh, below) where the run's grid is the plan's: e4m3 rows of 16-byte
+  // pieces, the CTA's whole K staged within kDecodeXshBudget (session 26: beyond
+  // kDecodeStageBudget where the plan took it so).
   const bool xs_run =
-      plan.decode_xshare > 1 && M >= plan.decode_xshare_min_m && nt == 1 && p.decode_ws == 4 &&
-      !plan.decode_pipe && !p.decode_half && p.split == 1 && xs_rows && p.x_vec16 &&
+      plan.decode_xshare > 1 && M >= plan.decode_xshare_min_m && nt <= 2 && p.decode_ws == 4 &&
+      !plan.decode_pipe && !p.decode_half && p.split == 1 && p.act_kind == lin::kActFp8 &&
+      p.xs_kind == lin::kXsNone && p.x_vec16 && geo.K % 16 == 0 && p.ldx_bytes % 16 == 0 &&
       lin::decode_xshare_available(im.wfmt, fp16, 0,
-                                   M >= 2 ? plan.decode_fp8_mma : plan.decode_fp8_mma_m1) &&
+                                   M >= 2 ? plan.decode_fp8_mma : plan.decode_fp8_mma_m1, nt) &&
       lin::decode_ring_bytes_deep(im.wfmt, 0) +
-              lin::xsh_stage_bytes(im.wfmt, p.stage_rows, p.slices_per_cta) <=
+              lin::stage_geom(im.wfmt, p.stage_rows, p.slices_per_cta).bytes + 16 <=
           lin::kDecodeXshBudget;
   if (xs_run) p.stage_slices = p.slices_per_cta;
   // Pipelined staging where the CTA's K range takes more than one chunk (or its warps split K
@@ -3102,9 +3099,9 @@ void run(const Binding& b, Stream stream) {
   // per tile, one chunk, e4m3 rows of 16-byte pieces, and ring + staging within the budget.
   p.decode_xshare = 0;
   if (xs_run && p.decode_ws == 4 && !p.decode_pipe && p.stage_slices >= p.slices_per_cta &&
-      lin::decode_xshare_available(im.wfmt, fp16, p.decode_deep, p.decode_mma) &&
+      lin::decode_xshare_available(im.wfmt, fp16, p.decode_deep, p.decode_mma, nt) &&
       lin::decode_ring_bytes_deep(im.wfmt, p.decode_deep) +
-              lin::xsh_stage_bytes(im.wfmt, p.stage_rows, p.stage_slices) <=
+              lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes + 16 <=
           lin::kDecodeXshBudget)
     p.decode_xshare = plan.decode_xshare;
   // kLean where the plan asks for it and the instance exists, and where only it exists (8 warps

@@ -88,12 +88,13 @@ bool decode_ws_available(WFmt f, bool fp16, int ws) {
          pick_decode(f, fp16, 1, ws, false, false, 0, true) != nullptr;
 }
 
-bool decode_xshare_available(WFmt f, bool fp16, int deep, int mma) {
-  return !fp16 && pick_decode_fp8_xshare(f, deep, mma) != nullptr;
+bool decode_xshare_available(WFmt f, bool fp16, int deep, int mma, int nt) {
+  return !fp16 && pick_decode_fp8_xshare(f, deep, mma, nt) != nullptr;
 }
 
-int decode_xshare_max_clusters(int device, WFmt f, int deep, int mma, int xshare, int64_t smem) {
-  const DecodeFn fn = pick_decode_fp8_xshare(f, deep, mma);
+int decode_xshare_max_clusters(int device, WFmt f, int deep, int mma, int xshare, int64_t smem,
+                               int nt) {
+  const DecodeFn fn = pick_decode_fp8_xshare(f, deep, mma, nt);
   if (fn == nullptr || xshare < 2) return 0;
   const ::b12x::detail::DeviceScope scope(device);
   B12X_CUDA_CHECK(
@@ -128,7 +129,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   // 8-warp CTAs, the two warps of a tile on the halves of each slice (one warp per tile
   // otherwise; no constraint on the staging or the split).
   const bool half = p.decode_half != 0;
-  B12X_ASSERT(ws == 1 || (!half && (nt == 1 || pipe) &&
+  B12X_ASSERT(ws == 1 || (!half && (nt == 1 || pipe || p.decode_xshare > 1) &&
                           (p.split == 1 || p.cluster_split == p.split) && p.partial == nullptr &&
                           (pipe ? p.stage_slices % ws == 0 : p.stage_slices >= p.slices_per_cta)),
               "decode warp split ", ws, " with split ", p.split, " stage slices ", p.stage_slices);
@@ -142,19 +143,16 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   const int deep = p.decode_deep;
   // FP8 weights: the MMA kind (LinearParams::decode_mma).
   const int mma = wtraits(f).fp8mma && p.decode_mma != 0 ? 1 : 0;
-  // The shared staging (kXsh): clusters of S CTAs along x on the 4-warp grid, e4m3 rows (block
-  // FP8: BF16 rows, quantized in each CTA) whose K range is one bulk copy per row and rank
-  // (16-byte aligned pieces).
+  // The shared staging (kXsh): clusters of S CTAs along x on the 4-warp grid, e4m3 rows whose
+  // K range is one bulk copy per row and rank (16-byte aligned pieces); its staging within
+  // kDecodeXshBudget (SM90 only).
   const int xsh = p.decode_xshare > 1 ? p.decode_xshare : 0;
-  const bool xsh_rows_ok =
-      f == WFmt::kFp8Block
-          ? p.act_kind == kActBf16Quant && p.K % 8 == 0 && p.ldx % 8 == 0
-          : p.act_kind == kActFp8 && p.xs_kind == kXsNone && p.K % 16 == 0 && p.ldx_bytes % 16 == 0;
-  B12X_ASSERT(xsh == 0 || ((xsh == 2 || xsh == 4) && ws == 4 && nt == 1 && !pipe && !half &&
-                           !fp16 && p.cluster_split <= 1 && xsh_rows_ok && p.x_vec16 &&
-                           p.stage_slices >= p.slices_per_cta),
+  B12X_ASSERT(xsh == 0 || ((xsh == 2 || xsh == 4) && ws == 4 && nt <= 2 && !pipe && !half &&
+                           !fp16 && p.cluster_split <= 1 && p.act_kind == kActFp8 &&
+                           p.xs_kind == kXsNone && p.x_vec16 && p.K % 16 == 0 &&
+                           p.ldx_bytes % 16 == 0 && p.stage_slices >= p.slices_per_cta),
               "decode shared staging ", xsh, " with ws ", ws, " nt ", nt, " K ", p.K);
-  DecodeFn fn = xsh ? pick_decode_fp8_xshare(f, deep, mma)
+  DecodeFn fn = xsh ? pick_decode_fp8_xshare(f, deep, mma, nt)
                     : pick_decode(f, fp16, nt, ws, pipe, half, deep, p.decode_lean != 0, mma);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
@@ -170,8 +168,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
                               : half ? half_stage_budget
                                      : kDecodeStageBudget),
               "decode staging needs ", stage_bytes, " B of shared memory");
-  const int64_t smem = decode_ring_bytes_deep(f, deep, ws) +
-                       (xsh ? xsh_stage_bytes(f, p.stage_rows, p.stage_slices) : stage_bytes);
+  const int64_t smem = decode_ring_bytes_deep(f, deep, ws) + stage_bytes + (xsh ? 16 : 0);
   B12X_ASSERT(deep == 0 || xsh || smem <= kDecodeDeepBudget, "decode deep ring ", deep, " needs ",
               smem, " B of shared memory");
   // 8 warps per tile: within the device's shared memory per block (run checks it).

@@ -13,10 +13,11 @@ bool decode_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool half, i
                       int mma = 0);
 /// The one-buffer kernel with `ws` warps per tile at one token tile exists (kLean or not).
 bool decode_ws_available(WFmt f, bool fp16, int ws);
-/// The 4-warp grid's shared-staging kernel (kXsh; per-tensor FP8, one token tile) exists.
-bool decode_xshare_available(WFmt f, bool fp16, int deep, int mma);
+/// The 4-warp grid's shared-staging kernel (kXsh; per-tensor FP8, `nt` token tiles) exists.
+bool decode_xshare_available(WFmt f, bool fp16, int deep, int mma, int nt = 1);
 /// Clusters of `xshare` such CTAs (`smem` bytes of dynamic shared memory each) resident at once
 /// on `device` (cudaOccupancyMaxActiveClusters; 0 where none or no kernel). Host, plan time.
-int decode_xshare_max_clusters(int device, WFmt f, int deep, int mma, int xshare, int64_t smem);
+int decode_xshare_max_clusters(int device, WFmt f, int deep, int mma, int xshare, int64_t smem,
+                               int nt = 1);
 
 }  // namespace b12x::gemm::lin

@@ -22,16 +22,15 @@ DecodeFn pick_decode_fp8(WFmt f, int nt, int ws, bool pipe, bool half, int deep,
   }
 }
 
-DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma) {
-  // Block FP8 (session 26 probe): the BF16 rows multicast, quantized by each CTA; f16 MMAs
-  // (runs at M >= 2), the default ring (its raw rows leave no room for the deeper one at 2 CTAs
-  // per SM).
-  if (f == WFmt::kFp8Block)
-    return mma == 1 && deep == 0 ? &linear_decode_kernel<WFmt::kFp8Block, Bf16Tag, 1, 4, false,
-                                                         false, 0, false, 1, true>
-                                 : nullptr;
+DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma, int nt) {
   constexpr WFmt F = WFmt::kFp8;
   if (f != F || deep < 0 || deep > 1) return nullptr;
+  // Session 26 probe: two token tiles (M = 9..16), f16 MMAs, the default ring.
+  if (nt == 2)
+    return mma == 1 && deep == 0
+               ? &linear_decode_kernel<F, Bf16Tag, 2, 4, false, false, 0, false, 1, true>
+               : nullptr;
+  if (nt != 1) return nullptr;
   // The e4m3 MMAs of M = 1 runs without the deeper ring (its rule never meets the shared
   // staging's from M = 1: both take grids of more CTAs than SMs only from M = 2).
   if (mma)

@@ -41,11 +41,10 @@ bool decode_deep_available(WFmt f, bool fp16, int deep);
 /// The weight rings of a CTA: 4 warps (8 with ws = 8) of decode_stages(f) + deep slices.
 int64_t decode_ring_bytes_deep(WFmt f, int deep, int ws = 4);
 inline constexpr int64_t kDecodeDeepBudget = 101376 - 15 * 1024;
-/// The shared staging (kXsh, SM90 only: the plans take it there alone): ring + staging (+ block
-/// FP8's multicast BF16 rows) within SM90's 227 KB per block less the static part (5 KB); the
-/// plan's cluster query (every cluster resident) decides the grids it takes (2 CTAs per SM leave
-/// each ~108 KB). Session 26: per-tensor's staging beyond kDecodeStageBudget (probe
-/// B12X_GEMM_DECODE_XSHARE_BIG=1) and block FP8's raw rows.
+/// The shared staging (kXsh, SM90 only: the plans take it there alone; session 26): ring +
+/// staging + its barrier within 200 KB, beyond kDecodeStageBudget (SM90's 227 KB per block less
+/// the static part, 5-9 KB); the plan's cluster query (every cluster resident) decides the grids
+/// that take it (2 CTAs per SM hold ~108 KB each, 1 the rest).
 inline constexpr int64_t kDecodeXshBudget = 200 * 1024;
 /// 8 warps per tile at M = 1 (LinearParams::decode_ws = 8; B12X_GEMM_DECODE_WSPLIT=8 forces it):
 /// the kernel exists (FP4 weights, BF16 MMAs, kLean only), and its dynamic shared memory budget

@@ -224,16 +224,4 @@ B12X_HD StageGeom stage_geom(WFmt f, int64_t rows, int64_t slices) {
   return s;
 }
 
-/// The decode kernel's shared staging (kXsh): after the staging, its mbarrier (8 bytes at the
-/// staging's end rounded to 8); block FP8 (session 26) then the multicast BF16 rows [rows][ck]
-/// (16-byte aligned), which each CTA quantizes into the staging. xsh_raw_offset: that region's
-/// offset from the staging's start; xsh_stage_bytes: the staging, barrier and raw rows.
-B12X_HD int64_t xsh_raw_offset(int64_t stage_bytes) {
-  return (((stage_bytes + 7) & ~int64_t{7}) + 8 + 15) & ~int64_t{15};
-}
-B12X_HD int64_t xsh_stage_bytes(WFmt f, int64_t rows, int64_t slices) {
-  const StageGeom sg = stage_geom(f, rows, slices);
-  return f == WFmt::kFp8Block ? xsh_raw_offset(sg.bytes) + rows * 2 * sg.ck : sg.bytes + 16;
-}
-
 }  // namespace b12x::gemm::lin

@@ -956,8 +956,12 @@ TEST(GemmGpu, DecodeFp8SmallM) {
     EXPECT_EQ(pt.decode_sync_stage, M == 2) << "M = " << M;
   }
   EXPECT_EQ(plan_of(LinearFormat::kFp8Block, 2, 4096).decode_warp_split, 4);
-  EXPECT_EQ(plan_of(LinearFormat::kFp8Tensor, 1, 14336).stream_trig & 8, 0);    // 14 per warp
-  EXPECT_NE(plan_of(LinearFormat::kFp8Tensor, 3, 14336).decode_warp_split, 4);  // > staging
+  EXPECT_EQ(plan_of(LinearFormat::kFp8Tensor, 1, 14336).stream_trig & 8, 0);  // 14 per warp
+  {
+    // (Session 26's staging beyond 32 KB, the shared staging's, takes it where clusters fit.)
+    ScopedEnv eb("B12X_GEMM_DECODE_XSHARE_BIG", "0");
+    EXPECT_NE(plan_of(LinearFormat::kFp8Tensor, 3, 14336).decode_warp_split, 4);  // > staging
+  }
   {
     ScopedEnv off("B12X_GEMM_DECODE_WS_M", "1");
     EXPECT_NE(plan_of(LinearFormat::kFp8Tensor, 2, 4096).decode_warp_split, 4);
@@ -1072,50 +1076,47 @@ TEST(GemmGpu, DecodeFp8Xshare) {
         << "M=" << r.M << " N=" << r.N << " K=" << r.K << " xshare " << l.xshare << " deep "
         << l.deep;
   }
-  // Session 26 probe (B12X_GEMM_DECODE_XSHARE_BLK=1): block FP8 on BF16 activations, the BF16
-  // rows multicast and quantized by each CTA from shared memory (f16 MMAs, M >= 2, the default
-  // ring): the rule's plan at capacity 4, then forced S at M = 2..8 with K tails inside a slice
-  // (K = 1152 / 1408: half slices, zero-filled by the quantization), N = 40 / 200, bias, FP16 out,
-  // graph replays.
-  ScopedEnv eb("B12X_GEMM_DECODE_XSHARE_BLK", "1");
+  // Session 26: the staging beyond kDecodeStageBudget (ring + staging within kDecodeXshBudget,
+  // SM90): the rule's plan at capacity 6 over K = 7168 (43 KB of rows) on a grid of one CTA per
+  // SM, off with B12X_GEMM_DECODE_XSHARE_BIG=0; forced S at M = 5 / 8 over K = 8992 / 6176 (46 /
+  // 51 KB of rows, K tails inside a slice), bias, FP16 out, a graph replay.
   {
-    const gemm::Plan pb = linear_plan(LinearFormat::kFp8Block, 4, n, 4096, DType::kBF16);
-    EXPECT_TRUE(pb.decode_warp_split == 4 && pb.decode_xshare > 0 && pb.decode_xshare_min_m == 2)
-        << "ws " << pb.decode_warp_split << " xshare " << pb.decode_xshare;
+    const gemm::Plan pg =
+        linear_plan(LinearFormat::kFp8Tensor, 6, 16 * (sms - 4), 7168, DType::kFP8E4M3);
+    EXPECT_TRUE(pg.decode_warp_split == 4 && pg.decode_xshare == 2) << pg.decode_xshare;
+    ScopedEnv eg("B12X_GEMM_DECODE_XSHARE_BIG", "0");
+    EXPECT_EQ(linear_plan(LinearFormat::kFp8Tensor, 6, 16 * (sms - 4), 7168, DType::kFP8E4M3)
+                  .decode_xshare,
+              0);
   }
-  const Run brs[] = {
-      {2, 40, 1152, DType::kBF16, true, false, "4", "0", nullptr},
-      {4, 200, 1408, DType::kFP16, false, true, "4", "0", nullptr},
-      {8, 72, 2048, DType::kBF16, true, true, "2", "0", nullptr},
-      {5, 136, 1024, DType::kBF16, false, false, "2", "0", nullptr},
-  };
-  for (const Run& r : brs) {
-    ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", r.xshare), ed("B12X_GEMM_DECODE_DEEP", r.deep);
-    run_case({LinearFormat::kFp8Block, r.M, r.N, r.K, DType::kBF16, r.out, r.bias}, r.graph);
-    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
-    EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == 1 && l.xshare == std::atoi(r.xshare) && l.mma == 1)
-        << "block FP8 M=" << r.M << " N=" << r.N << " K=" << r.K << " xshare " << l.xshare;
-  }
-  // Session 26 probe (B12X_GEMM_DECODE_XSHARE_BIG=1): the staging beyond kDecodeStageBudget
-  // (per-tensor M = 5 / 8 at K = 8976 / 6160: 46 / 51 KB of rows, K tails inside a slice; block FP8
-  // M = 3 at K = 5248 with its raw rows).
-  ScopedEnv eg("B12X_GEMM_DECODE_XSHARE_BIG", "1");
   const Run grs[] = {
-      {5, 200, 8976, DType::kBF16, true, true, "4", "0", nullptr},
-      {8, 72, 6160, DType::kFP16, false, false, "2", "0", nullptr},
-      {3, 136, 5248, DType::kBF16, true, false, "2", "0", nullptr},
+      {5, 200, 8992, DType::kBF16, true, true, "4", "0", nullptr},
+      {8, 72, 6176, DType::kFP16, false, false, "2", "0", nullptr},
   };
   for (const Run& r : grs) {
     ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", r.xshare), ed("B12X_GEMM_DECODE_DEEP", r.deep);
-    const LinearFormat f = r.M == 3 ? LinearFormat::kFp8Block : LinearFormat::kFp8Tensor;
-    run_case({f, r.M, r.N, r.K, f == LinearFormat::kFp8Block ? DType::kBF16 : DType::kFP8E4M3,
-              r.out, r.bias},
-             r.graph);
+    run_case({LinearFormat::kFp8Tensor, r.M, r.N, r.K, DType::kFP8E4M3, r.out, r.bias}, r.graph);
     const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
     EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == 1 && l.xshare == std::atoi(r.xshare) &&
                 l.smem > 48 * 1024 + gemm::lin::kDecodeStageBudget)
         << "big staging M=" << r.M << " N=" << r.N << " K=" << r.K << " xshare " << l.xshare
         << " smem " << l.smem;
+  }
+  // Session 26 probe (B12X_GEMM_DECODE_XSHARE16=1): two token tiles (M = 9..16) on the shared
+  // staging, forced S = 4 / 2: M = 9 / 16 / 13, K tails inside a slice, bias, FP16 out, graphs.
+  ScopedEnv e16("B12X_GEMM_DECODE_XSHARE16", "1");
+  const Run trs[] = {
+      {9, 200, 1312, DType::kBF16, true, true, "4", "0", nullptr},
+      {16, 72, 2048, DType::kFP16, false, false, "2", "0", nullptr},
+      {13, 136, 3104, DType::kBF16, false, true, "2", "0", nullptr},
+  };
+  for (const Run& r : trs) {
+    ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", r.xshare), ed("B12X_GEMM_DECODE_DEEP", r.deep);
+    run_case({LinearFormat::kFp8Tensor, r.M, r.N, r.K, DType::kFP8E4M3, r.out, r.bias}, r.graph);
+    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+    EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == 2 && l.xshare == std::atoi(r.xshare) && l.mma == 1)
+        << "two tiles M=" << r.M << " N=" << r.N << " K=" << r.K << " xshare " << l.xshare << " nt "
+        << l.nt << " ws " << l.ws;
   }
 }
 

@@ -250,9 +250,8 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   constexpr int kGroupsPerSlice = kGroup ? kKS / kGroup : 1;
   constexpr bool kF8 = kTr.fp8mma;  // e4m3 activations staged as bytes, FP8 MMAs
   static_assert(kMma == 0 || (kMma == 1 && kF8), "f16 MMAs: the FP8 weight formats");
-  static_assert(!kXsh || ((F == WFmt::kFp8 || F == WFmt::kFp8Block) && kWS == 4 && !kPipe &&
-                          !kHalf && NT == 1),
-                "shared staging: per-tensor / block FP8 weights on the 4-warp grid");
+  static_assert(!kXsh || (F == WFmt::kFp8 && kWS == 4 && !kPipe && !kHalf && NT <= 2),
+                "shared staging: per-tensor FP8 weights on the 4-warp grid");
   constexpr bool kF16 = kMma == 1;
 
   extern __shared__ __align__(16) uint8_t dsm[];
@@ -305,18 +304,14 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // kPipe: the second staging buffer, and the one the current chunk is read from.
   uint8_t* const xs1 = xs + sg.bytes;
   uint8_t* xcur = xs;
-  // kXsh: the staging's barrier after the staged rows (xsh_stage_bytes); the K values of the
-  // CTA's K range per staged row that exist (the rest of its last slice is zero-filled). Block
-  // FP8: the BF16 rows multicast into xraw (2 bytes per value), quantized from there.
+  // kXsh: the staging's barrier after the staged rows (the launcher adds 16 bytes); the bytes of
+  // the CTA's K range per staged row that exist (the rest of its last slice is zero-filled).
   [[maybe_unused]] const uint32_t xbar =
       static_cast<uint32_t>(__cvta_generic_to_shared(xs + ((sg.bytes + 7) & ~int64_t{7})));
   [[maybe_unused]] const int64_t xvb =
       c_begin < c_end ? min(p.K, c_end * kKS) - c_begin * kKS : int64_t{0};
-  constexpr int kXshElem = F == WFmt::kFp8Block ? 2 : 1;  // bytes per multicast value
-  [[maybe_unused]] const uint16_t* const xraw =
-      reinterpret_cast<const uint16_t*>(xs + xsh_raw_offset(sg.bytes));
   if constexpr (kXsh) {
-    if (threadIdx.x == 0) xsh_bar_init(xbar, static_cast<uint32_t>(rows * xvb * kXshElem));
+    if (threadIdx.x == 0) xsh_bar_init(xbar, static_cast<uint32_t>(rows * xvb));
     xsh_cluster_arrive();  // waited for after griddep_wait, before the multicasts
   }
 
@@ -552,9 +547,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // chunks p, p + 4, p + 8, p + 12 (4 loads in flight, 64 contiguous bytes per load over the
   // unit's lanes), so a 1x128 group is one unit and an MXFP8 block one chunk index over its 4
   // lanes. Chunks past K are zeros with a zero scale, as the copied path stages them.
-  // from_smem (kXsh, block FP8): the rows are read from the multicast BF16 rows (xraw, [rows][ck]
-  // from the CTA's first K value) instead of global memory.
-  auto stage_quant = [&](int64_t c0, int64_t c1, auto from_smem) {
+  auto stage_quant = [&](int64_t c0, int64_t c1) {
     if constexpr (kF8 && kGroup > 0) {
       static_assert(kKS % 128 == 0, "whole 128-K units per slice");
       constexpr int kW = kThreads / 32;
@@ -569,19 +562,12 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
         const int r = valid ? u / per_row : 0;
         const int j = valid ? u - r * per_row : 0;
         const int64_t k0 = kbase + j * 128 + part * 8;  // this lane's first value
-        constexpr bool kSm = decltype(from_smem)::value;
-        const uint16_t* const src =
-            kSm ? xraw + r * sg.ck + (k0 - c_begin * kKS) : x16 + (tok0 + r) * p.ldx + k0;
+        const uint16_t* const src = x16 + (tok0 + r) * p.ldx + k0;
         uint4 v4[4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const bool in = valid && k0 + 32 * i < p.K;
-          if constexpr (kSm)
-            v4[i] = in ? *reinterpret_cast<const uint4*>(src + 32 * i) : make_uint4(0, 0, 0, 0);
-          else
-            v4[i] =
-                in ? __ldg(reinterpret_cast<const uint4*>(src + 32 * i)) : make_uint4(0, 0, 0, 0);
-        }
+        for (int i = 0; i < 4; ++i)
+          v4[i] = valid && k0 + 32 * i < p.K ? __ldg(reinterpret_cast<const uint4*>(src + 32 * i))
+                                             : make_uint4(0, 0, 0, 0);
         uint8_t* const dst = xs + r * sg.pitch_bytes + j * 128 + part * 8;
         if constexpr (kGroup == 128) {
           const uint32_t w[16] = {v4[0].x, v4[0].y, v4[0].z, v4[0].w, v4[1].x, v4[1].y,
@@ -614,7 +600,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // before any shared store, so a chunk costs about one L2 round trip, not one per element.
   auto stage = [&](int64_t c0, int64_t c1) {
     if constexpr (kF8 && kGroup > 0) {
-      if (p.act_kind == kActBf16Quant) return stage_quant(c0, c1, std::false_type{});
+      if (p.act_kind == kActBf16Quant) return stage_quant(c0, c1);
     }
     const int64_t kbase = c0 * kKS;
     constexpr int kElem = kF8 ? 16 : 8;  // K values per 16-byte chunk
@@ -958,35 +944,20 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       xsh_cluster_wait();
       const int S = p.decode_xshare;
       const int r = static_cast<int>(cluster_rank());
-      const int64_t pieces = xvb * kXshElem / 16;
+      const int64_t pieces = xvb / 16;
       const int64_t lo = pieces * r / S * 16, hi = pieces * (r + 1) / S * 16;
-      if constexpr (F == WFmt::kFp8Block) {
-        // BF16 rows (K % 8 == 0, 16-byte aligned rows: launcher) into xraw, quantized below by
-        // every CTA from its own copy (session 25's probe quantized 1 / S per CTA and stored the
-        // codes into the peers through DSMEM: a second cluster barrier, slower).
-        if (threadIdx.x < rows && hi > lo)
-          xsh_bulk_multicast(
-              static_cast<uint32_t>(__cvta_generic_to_shared(xraw + threadIdx.x * sg.ck) + lo),
-              static_cast<const uint8_t*>(p.x) +
-                  ((tok0 + threadIdx.x) * p.ldx + c_begin * kKS) * 2 + lo,
-              static_cast<uint32_t>(hi - lo), xbar, static_cast<uint16_t>((1u << S) - 1));
-        xsh_bar_wait(xbar);
-        stage_quant(c_begin, c_end, std::true_type{});
-      } else {
-        if (threadIdx.x < rows && hi > lo)
-          xsh_bulk_multicast(static_cast<uint32_t>(
-                                 __cvta_generic_to_shared(xs + threadIdx.x * sg.pitch_bytes + lo)),
-                             static_cast<const uint8_t*>(p.x) + (tok0 + threadIdx.x) * p.ldx_bytes +
-                                 c_begin * kKS + lo,
-                             static_cast<uint32_t>(hi - lo), xbar,
-                             static_cast<uint16_t>((1u << S) - 1));
-        // The last slice's columns past K (16-byte pieces: K % 16 == 0, launcher).
-        const int tail = static_cast<int>(((c_end - c_begin) * kKS - xvb) / 16);
-        for (int i = threadIdx.x; i < rows * tail; i += kThreads)
-          *reinterpret_cast<uint4*>(xs + (i / tail) * sg.pitch_bytes + xvb + (i % tail) * 16) =
-              make_uint4(0, 0, 0, 0);
-        xsh_bar_wait(xbar);
-      }
+      if (threadIdx.x < rows && hi > lo)
+        xsh_bulk_multicast(
+            static_cast<uint32_t>(__cvta_generic_to_shared(xs + threadIdx.x * sg.pitch_bytes + lo)),
+            static_cast<const uint8_t*>(p.x) + (tok0 + threadIdx.x) * p.ldx_bytes + c_begin * kKS +
+                lo,
+            static_cast<uint32_t>(hi - lo), xbar, static_cast<uint16_t>((1u << S) - 1));
+      // The last slice's columns past K (16-byte pieces: K % 16 == 0, launcher).
+      const int tail = static_cast<int>(((c_end - c_begin) * kKS - xvb) / 16);
+      for (int i = threadIdx.x; i < rows * tail; i += kThreads)
+        *reinterpret_cast<uint4*>(xs + (i / tail) * sg.pitch_bytes + xvb + (i % tail) * 16) =
+            make_uint4(0, 0, 0, 0);
+      xsh_bar_wait(xbar);
     } else {
       if (c_begin < c_end) stage(c_begin, c_end);
     }
