@@ -131,10 +131,6 @@ struct PagedPlan {
   /// K/V tiles per CTA the prefetch covers (0: those the ring's prologue issues, kStages - 1;
   /// B12X_ATTN_PREFETCH_TILES).
   int prefetch_tiles = 0;
-  /// Session 26 probe (B12X_ATTN_EARLY_PREFETCH=1): early-K/V plans run the L2 prefetch above too
-  /// (otherwise off for them), so that with prefetch_tiles beyond the prologue's tiles the idle
-  /// DRAM time around the PDL boundary fetches the loop's first tiles.
-  bool early_prefetch = false;
   /// Decode/verify tiles fill every stage of their K/V ring before the first wait (wide3 then
   /// loads Q's fragments from global memory instead of staging Q in the ring), so a short
   /// split has one more tile in flight behind its first round trip (B12X_ATTN_FULL_RING=1|0).
@@ -221,14 +217,6 @@ struct PagedPlan {
   /// 16/2/256 B=8 25.0 / 25.3 -> 24.7 / 24.9, BF16 37.9 / 38.2 -> 37.8 / 37.9, BF16 32/8/128
   /// B=1 x 8k 13.0 / 13.0 -> 12.8 / 12.9.
   bool epilogue_half = true;
-  /// Session 26 probe (B12X_ATTN_MERGE_VAR): 0 the merge kernel of sessions 16-25 (4 warps, each
-  /// a quarter of the splits, two barriers), 1 the barrier-free merge (adjacent lanes share a
-  /// float4 column and split the splits, every warp derives the weights itself, shuffles add the
-  /// lanes' sums); 2 / 3: 0 / 1 letting the next grid launch only once the partials have arrived
-  /// (not at the merge's start); 4: 1 with its code run once before the wait, loads and stores
-  /// predicated off (instruction-cache warm-up); diagnostics, wrong outputs: 8 no merge launch,
-  /// 9 the merge exits after its wait.
-  int merge_var = 0;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

@@ -354,8 +354,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   if (pf_env != nullptr && std::string(pf_env) == "0") plan.prefetch_splits = false;
   const char* pft_env = std::getenv("B12X_ATTN_PREFETCH_TILES");
   if (pft_env != nullptr) plan.prefetch_tiles = std::max(0, std::atoi(pft_env));
-  const char* epf_env = std::getenv("B12X_ATTN_EARLY_PREFETCH");
-  plan.early_prefetch = epf_env != nullptr && std::string(epf_env) == "1";
   // The split model's CTAs per SM (PagedPlan::split_occ): 2 for wideh (rounds 45 / 46, see there).
   plan.split_occ = k->kind == 16 ? 2 : 0;
   const char* so_env = std::getenv("B12X_ATTN_SPLIT_OCC");
@@ -458,11 +456,6 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                    dev.family == ArchFamily::kSm90 && k->launch_early_cap != nullptr;
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
-  const char* mv_env = std::getenv("B12X_ATTN_MERGE_VAR");
-  if (mv_env != nullptr) plan.merge_var = std::atoi(mv_env);
-  B12X_CHECK_ARG(
-      (plan.merge_var >= 0 && plan.merge_var <= 4) || plan.merge_var == 8 || plan.merge_var == 9,
-      kPlanOp, ": B12X_ATTN_MERGE_VAR=", plan.merge_var, " (supported: 0-4, 8, 9)");
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
@@ -747,14 +740,13 @@ void run_paged(const PagedBinding& b, Stream stream) {
   // Without PDL the values read before the (absent) wait are final: nothing to speculate on.
   p.spec = plan.spec && pdl ? 1 : 0;
   p.epilogue_half = plan.epilogue_half ? 1 : 0;
-  p.merge_var = plan.merge_var;
   // The prefetch is only useful while waiting for the previous grid (decode tiles: p.prefetch
   // is ignored by the extend tiles).
   // Early K/V copies the prologue's tiles before the wait, which makes the prefetch redundant and
   // its dependent L2 reads only delay the copies (round 53: BF16 B=1 x 8k 13.0 / 13.2 -> 12.8 /
   // 12.9 us, FP8 B=1 10.7 -> 10.4, 16/2/256 B=1 11.5 -> 11.2).
-  const bool prefetch = pdl && (!plan.early_kv || plan.early_prefetch) &&
-                        (plan.prefetch || (plan.prefetch_splits && b.num_splits > 1));
+  const bool prefetch =
+      pdl && !plan.early_kv && (plan.prefetch || (plan.prefetch_splits && b.num_splits > 1));
   const int stages = static_cast<const detail::KernelInfo*>(plan.impl)->stages;
   const int ring_ahead = plan.full_ring ? stages : stages - 1;
   p.prefetch = prefetch ? (plan.prefetch_tiles > 0 ? plan.prefetch_tiles : ring_ahead) : 0;
@@ -785,7 +777,7 @@ void run_paged(const PagedBinding& b, Stream stream) {
                                                     : k->launch;
   main_fn(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
-  if (b.num_splits > 1 && !fused && plan.merge_var != 8) {
+  if (b.num_splits > 1 && !fused) {
     const int64_t rows = int64_t(b.total_q) * c.num_q_heads;
     // one CTA per (token, head)
     const detail::LaunchFn merge_fn = plan.stamps ? k->launch_merge_stamp : k->launch_merge;

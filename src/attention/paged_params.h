@@ -100,8 +100,6 @@ struct PagedParams {
   // first, merge CTAs from stamps + stamp_merge (see kStampSlots in the kernels); null: off.
   unsigned long long* stamps;
   int64_t stamp_merge;
-  // Last, so that the fields above keep their offsets (the main kernels' code stays as it was).
-  int32_t merge_var;  // merge kernel form (PagedPlan::merge_var; B12X_ATTN_MERGE_VAR probe)
 };
 
 }  // namespace b12x::attention::detail

@@ -597,14 +597,13 @@ TEST(AttentionGpuDecode, SplitCountsAgree) {
   }
 }
 
-// B12X_ATTN_MERGE_VAR=4 (session 26 probe): the barrier-free merge (2 / 4 / 8 lanes per float4
-// column at head dims 256 and 192 / 128 / 64) run once before the wait with its loads and stores
-// off, over forced (7) and automatic splits, 64 splits (four batches of loads per lane), both KV
-// dtypes, pages 64 / 128, sinks, windows, no LSE, early K/V at 16/2/256, verify (q_len 2 / 4) and
-// an extend split; var 1 (the same merge without the warm-up) once.
-TEST(AttentionGpuDecode, MergeVariants) {
+// The split-merge kernel (session 26: 2 / 4 / 8 lanes per float4 column at head dims 256 and
+// 192 / 128 / 64, its code run once before the wait with its loads and stores off) over forced
+// (7) and automatic splits, 64 splits (four batches of loads per lane), both KV dtypes, pages 64 /
+// 128, sinks, windows, no LSE, early K/V at 16/2/256 and verify (q_len 2 / 4); the extend split:
+// ForcedSplitAndSoftmaxScale.
+TEST(AttentionGpuDecode, SplitMergeKernel) {
   B12X_REQUIRE_GPU();
-  const ScopedEnvs env({{"B12X_ATTN_MERGE_VAR", "4"}});
   int i = 0;
   for (const Dims d : kDims)
     for (int splits : {7, 0}) {
@@ -618,7 +617,7 @@ TEST(AttentionGpuDecode, MergeVariants) {
       s.window = i % 5 == 2 ? 300 : -1;
       s.lse = i % 4 != 3;
       ++i;
-      run_case(s, "merge var 4");
+      run_case(s, "merge");
     }
   for (DType kv : {DType::kBF16, DType::kFP8E4M3}) {
     Spec s = gqa_decode_spec({8191, 1}, 64, 64);  // 64 splits of 128 tokens
@@ -627,14 +626,14 @@ TEST(AttentionGpuDecode, MergeVariants) {
     s.dqk = s.dv = 256;
     s.kv = kv;
     s.sinks = kv == DType::kFP8E4M3;
-    run_case(s, "merge var 4, 64 splits");
+    run_case(s, "merge, 64 splits");
     s.prefix = {2000, 63, 1, 3000};
     s.qlens.assign(4, 1);
     s.num_splits = s.max_splits = 0;
     s.prefix_stable = true;
     s.hq = 16;
     s.page = 128;
-    run_case(s, "merge var 4, early");
+    run_case(s, "merge, early");
   }
   for (int qlen : {2, 4}) {
     Spec v = verify_spec(2, qlen);
@@ -642,23 +641,8 @@ TEST(AttentionGpuDecode, MergeVariants) {
     v.kv = qlen == 2 ? DType::kFP8E4M3 : DType::kBF16;
     v.num_splits = v.max_splits = qlen == 2 ? 5 : 0;
     v.sinks = qlen == 4;
-    run_case(v, "merge var 4 verify");
+    run_case(v, "merge, verify");
   }
-  Spec e;
-  e.mode = att::Mode::kExtend;
-  e.hq = 16;
-  e.hkv = 4;
-  e.qlens = {20, 3};
-  e.prefix = {900, 1200};
-  e.num_splits = e.max_splits = 5;
-  e.sinks = true;
-  run_case(e, "merge var 4 extend");
-  const ScopedEnvs env1({{"B12X_ATTN_MERGE_VAR", "1"}});
-  Spec s = gqa_decode_spec({700, 63, 1, 1200}, 0, 0);
-  s.dqk = s.dv = 256;
-  s.kv = DType::kFP8E4M3;
-  s.sinks = true;
-  run_case(s, "merge var 1");
 }
 
 // B12X_ATTN_GRID=heads (the default): grid x enumerates (row tile, KV head) with the heads
@@ -864,10 +848,9 @@ TEST(AttentionGpuDecode, OutOfRangeLengthsAndWindow) {
 // metadata read early): replays must still match eager runs and the reference.
 TEST(AttentionGpuGraph, ReplayWithChangingMetadataMatchesEager) {
   B12X_REQUIRE_GPU();
-  for (int run = 0; run < 4; ++run) {
+  for (int run = 0; run < 3; ++run) {
     const att::Mode mode = run == 1 ? att::Mode::kExtend : att::Mode::kDecode;
     if (run == 2) setenv("B12X_ATTN_PREFETCH", "1", 1);
-    if (run == 3) setenv("B12X_ATTN_MERGE_VAR", "4", 1);  // session 26 probe (var 1 warmed)
     Spec s;
     s.mode = mode;
     s.hq = 8;
@@ -938,12 +921,11 @@ TEST(AttentionGpuGraph, ReplayWithChangingMetadataMatchesEager) {
       (void)replay_lse;
     }
     EXPECT_EQ(mismatches, 0) << att::mode_name(mode) << " prefetch=" << (run == 2)
-                             << " merge_var=" << (run == 3) << ": replays differing from eager";
+                             << ": replays differing from eager";
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(st);
     unsetenv("B12X_ATTN_PREFETCH");
-    unsetenv("B12X_ATTN_MERGE_VAR");
   }
 }
 
@@ -1884,34 +1866,6 @@ TEST(AttentionGpuDecode, EarlyQPrefetch) {
     att::run_paged(p.binding, st);
     B12X_TEST_CUDA(cudaStreamSynchronize(st));
     p.check(what + " late q");
-  }
-  B12X_TEST_CUDA(cudaStreamDestroy(st));
-}
-
-// B12X_ATTN_EARLY_PREFETCH=1 (session 26 probe): the early-K/V defaults at 16/2/256 with the L2
-// prefetch of their first 4 / 64 tiles before the wait (fresh, then stale lengths and tables).
-TEST(AttentionGpuDecode, EarlyPrefetch) {
-  B12X_REQUIRE_GPU();
-  if (b12x::device_info(0).family != b12x::ArchFamily::kSm90)
-    GTEST_SKIP() << "early K/V plans (SM90) only";
-  cudaStream_t st;
-  B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-  for (DType kv : {DType::kFP8E4M3, DType::kBF16}) {
-    const ScopedEnvs env({{"B12X_ATTN_EARLY_PREFETCH", "1"},
-                          {"B12X_ATTN_PREFETCH_TILES", kv == DType::kBF16 ? "4" : "64"}});
-    Spec s = gqa_decode_spec({1500, 63, 1, 700}, 0, 0);
-    s.prefix_stable = true;
-    s.kv = kv;
-    s.dqk = s.dv = 256;
-    s.hq = 16;
-    s.hkv = 2;
-    s.page = 128;
-    s.sinks = kv == DType::kBF16;
-    const std::string what = "early prefetch " + s.str();
-    Problem p(s, rng());
-    PLAN_AND_BIND(p);
-    EXPECT_TRUE(p.plan.early_kv && p.plan.early_prefetch) << what << " " << p.plan.kernel;
-    run_fresh_and_stale(p, st, what);
   }
   B12X_TEST_CUDA(cudaStreamDestroy(st));
 }

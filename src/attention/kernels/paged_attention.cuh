@@ -1876,25 +1876,22 @@ __global__ void __maxnreg__(kMaxRegs)
 
 // ---------------------------------------------------------------- merge ----------------------
 /// Folds the normalised split partials of each (token, head) with their base-2 LSEs (and the
-/// sink as one extra state with no value row). One CTA per (token, head); the kMergeWarps warps
-/// each sum every kMergeWarps-th split (lane = float4 column) and the CTA adds the warps' sums.
+/// sink as one extra state with no value row). One CTA of kMergeWarps warps per (token, head).
 /// The metadata (cu_seqlens_q, cache_seqlens: inputs the main kernel only reads, final before it
 /// let this grid launch, since its CTAs trigger the launch after their own griddepcontrol.wait)
-/// are read before waiting for the main kernel; after it, each warp's first kMergePre splits'
-/// partials are loaded while warp 0 turns the (at most 64) LSEs into weights, so the merge
-/// costs one L2 round trip after the main kernel, not three or four. Rows whose tile had a
-/// single split were written by the main kernel: skipped.
+/// are read before waiting for the main kernel. Rows whose tile had a single split were written
+/// by the main kernel: skipped.
 constexpr int kMergeWarps = 4;
-constexpr int kMergePre = 8;
-/// The barrier-free merge of row (tok, h) (PagedPlan::merge_var 1): kP adjacent lanes share a
-/// float4 column (kP x kDv / 4 <= the CTA's 128 threads) and take every kP-th split, so a warp's
-/// loads of one split cover 32 / kP columns contiguously; every warp turns the (at most 64) LSEs
-/// into weights itself (shuffles, no shared memory) while its first 8 splits' partials are in
-/// flight, and kP - 1 shuffle steps add the lanes' sums. No __syncthreads: the row costs one L2
-/// round trip for the partials and the LSEs together, then the warp's own arithmetic.
+/// The merge of row (tok, h): kP adjacent lanes share a float4 column (kP x kDv / 4 <= the CTA's
+/// 128 threads) and take every kP-th split, so a warp's loads of one split cover 32 / kP columns
+/// contiguously; every warp turns the (at most 64) LSEs into weights itself (shuffles, no shared
+/// memory) while its first 8 splits' partials are in flight, and kP - 1 shuffle steps add the
+/// lanes' sums: no barrier, one L2 round trip per 8 x kP splits. `live` false runs the same
+/// instructions with every load and store off (the warm-up pass before the wait, see
+/// paged_merge_body).
 template <typename T, int kDv>
 __device__ __forceinline__ void merge_row_flat(const PagedParams& p, int64_t row, int tok, int h,
-                                               int ns, bool late_trigger, bool live = true) {
+                                               int ns, bool live) {
   constexpr int kC = kDv / 4;  // float4 columns: 16, 32, 48 or 64
   constexpr int kP = kC <= 16 ? 8 : (kC <= 32 ? 4 : 2);
   static_assert(kC * kP <= 32 * kMergeWarps && 64 % (8 * kP) == 0, "merge lanes");
@@ -1928,7 +1925,6 @@ __device__ __forceinline__ void merge_row_flat(const PagedParams& p, int64_t row
       acc.w += ws * v[j].w;
     }
   }
-  if (late_trigger) allow_next_grid();
 #pragma unroll
   for (int d = 1; d < kP; d <<= 1) {
     acc.x += __shfl_xor_sync(0xffffffffu, acc.x, d);
@@ -1954,16 +1950,11 @@ __device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
   if constexpr (kStamp) {
     if (st != nullptr) st[0] = global_ns();
   }
-  __shared__ float s_w[64];
-  __shared__ __align__(16) float s_acc[kMergeWarps][kDv];
-  __shared__ float s_inv;
   // The next PDL-launched kernel (e.g. the next call's main kernel) may get scheduled now: it
   // waits for this grid's completion before reading anything, and its launch latency overlaps
-  // the merge instead of following it. (Probe, merge_var 2 / 3: only once the partials have
-  // arrived, so that the next call's early K/V copies do not queue before the merge's loads.)
-  const bool late_trigger = p.merge_var == 2 || p.merge_var == 3;
-  if (!late_trigger) allow_next_grid();
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // the merge instead of following it (H200 round 97: letting it launch only once the partials
+  // have arrived cost 2.5 us per call at 16/2/256 x 8k B = 8).
+  allow_next_grid();
   const int64_t row = blockIdx.x;
   if (row >= int64_t(p.total_q) * p.num_q_heads) return;
   const int tok = static_cast<int>(row / p.num_q_heads);
@@ -1988,108 +1979,20 @@ __device__ __forceinline__ void paged_merge_body(const PagedParams& p) {
   const KvRange range = kv_range(p, pr / p.tile_rows, qlen, lk);
   if (range.ns <= 1) return;  // CTA-uniform
   const int ns = min(range.ns, 64);
-  const int64_t split_stride = int64_t(p.total_q) * p.num_q_heads;
-  if (p.merge_var == 4) {
-    // Probe: the barrier-free merge's code runs once before the wait with every load and store
-    // predicated off, so that after the wait its instructions come from the SM's instruction
-    // cache, not from DRAM (the K/V stream evicts them from L2 between calls).
+  // The merge's code runs once before the wait with every load and store off, so that after the
+  // wait its instructions come from the SM's instruction cache: each call's K/V stream (67-134
+  // MB at 16/2/256 B = 8) evicts them from L2, and fetched cold after the wait they cost more
+  // than the loads (H200 rounds 97-98, session 26: docs/attention.md). A loop, not two inlined
+  // copies: the second pass must execute the same instructions.
 #pragma unroll 1
-    for (int pass = 0; pass < 2; ++pass) {
-      if (pass == 1) {
-        wait_prior_grid();
-        if constexpr (kStamp) {
-          if (st != nullptr) st[1] = global_ns();
-        }
-      }
-      merge_row_flat<T, kDv>(p, row, tok, h, ns, false, pass == 1);
-    }
-    if constexpr (kStamp) {
-      if (st != nullptr) {
-        st[2] = global_ns();
-        st[3] = (uint64_t(1) << 63) | sm_id();
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) {
+      wait_prior_grid();
+      if constexpr (kStamp) {
+        if (st != nullptr) st[1] = global_ns();
       }
     }
-    return;
-  }
-  wait_prior_grid();
-  if constexpr (kStamp) {
-    if (st != nullptr) st[1] = global_ns();
-  }
-  if (p.merge_var == 9) return;  // diagnostics: the chain without the merge's work
-  if (p.merge_var == 1 || p.merge_var == 3) {
-    merge_row_flat<T, kDv>(p, row, tok, h, ns, late_trigger);
-    if constexpr (kStamp) {
-      if (st != nullptr) {
-        st[2] = global_ns();
-        st[3] = (uint64_t(1) << 63) | sm_id();
-      }
-    }
-    return;
-  }
-  constexpr int kCols = (kDv / 4 + 31) / 32;  // float4 columns per lane
-  constexpr int kPre = kMergePre;
-  auto part = [&](int sidx, int c) {
-    return *reinterpret_cast<const float4*>(p.part_o + (sidx * split_stride + row) * kDv + c * 4);
-  };
-  float4 pre[kCols][kPre];
-#pragma unroll
-  for (int ci = 0; ci < kCols; ++ci)
-#pragma unroll
-    for (int j = 0; j < kPre; ++j) {
-      const int c = lane + 32 * ci, sidx = warp + kMergeWarps * j;
-      pre[ci][j] = c < kDv / 4 && sidx < ns ? part(sidx, c) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-  if (warp == 0) {
-    float w0, w1, mm, wsum;
-    split_weights<false>(p, row, ns, h, lane, w0, w1, mm, wsum);
-    s_w[lane] = w0;
-    s_w[lane + 32] = w1;
-    if (lane == 0) {
-      s_inv = wsum > 0.f ? 1.f / wsum : 0.f;
-      if (p.lse != nullptr)
-        p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] =
-            wsum > 0.f ? mm + log2f(wsum) : -INFINITY;
-    }
-  }
-  __syncthreads();
-  if (late_trigger) allow_next_grid();
-#pragma unroll
-  for (int ci = 0; ci < kCols; ++ci) {
-    const int c = lane + 32 * ci;
-    if (c >= kDv / 4) break;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    auto add = [&](float ws, const float4& v) {
-      acc.x += ws * v.x;
-      acc.y += ws * v.y;
-      acc.z += ws * v.z;
-      acc.w += ws * v.w;
-    };
-#pragma unroll
-    for (int j = 0; j < kPre; ++j) {
-      const int sidx = warp + kMergeWarps * j;
-      if (sidx < ns) add(s_w[sidx], pre[ci][j]);
-    }
-#pragma unroll 4
-    for (int sidx = warp + kMergeWarps * kPre; sidx < ns; sidx += kMergeWarps)
-      add(s_w[sidx], part(sidx, c));
-    *reinterpret_cast<float4*>(&s_acc[warp][c * 4]) = acc;
-  }
-  __syncthreads();
-  const float inv = s_inv;
-  T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh;
-  for (int c = threadIdx.x; c < kDv / 4; c += 32 * kMergeWarps) {
-    float4 acc = *reinterpret_cast<const float4*>(&s_acc[0][c * 4]);
-#pragma unroll
-    for (int x = 1; x < kMergeWarps; ++x) {
-      const float4 v = *reinterpret_cast<const float4*>(&s_acc[x][c * 4]);
-      acc.x += v.x;
-      acc.y += v.y;
-      acc.z += v.z;
-      acc.w += v.w;
-    }
-    const uint32_t lo2 = pack2<T>(acc.x * inv, acc.y * inv),
-                   hi2 = pack2<T>(acc.z * inv, acc.w * inv);
-    *reinterpret_cast<uint2*>(out + c * 4) = make_uint2(lo2, hi2);
+    merge_row_flat<T, kDv>(p, row, tok, h, ns, pass == 1);
   }
   if constexpr (kStamp) {
     if (st != nullptr) {
