@@ -673,18 +673,20 @@ int ggml_imma_default(lin::WFmt wf, bool fp16, int64_t M, int64_t n16, int64_t K
   const bool xs = wf == lin::WFmt::kIq2Xs;
   const char* off = std::getenv("B12X_GGML_GEMV_IMMA");
   if (fp16 || (wf != lin::WFmt::kIq2Xxs && !xs) || (off != nullptr && off[0] == '0')) return 0;
-  // Session 26: two activation pieces; M = 1 everywhere, IQ2_XXS with the loads by the supplying
-  // lanes (8195), IQ2_XS two units per iteration (8197); M = 2 (8193) where the SMs get >= 40
-  // units. Round 97 (H200, us over the five shapes above; session 25's default -> this): IQ2_XXS
-  // M = 1 5.46 / 11.35 / 12.29 / 6.96 / 5.46 -> 4.94 / 9.31 / 10.09 / 6.00 / 4.98, IQ2_XS 6.13 /
-  // 13.25 / 14.02 / 8.05 / 6.17 -> 5.81 / 11.88 / 12.63 / 7.63 / 6.14; M = 2 (8193) IQ2_XXS 5.68 /
-  // 13.22 / 14.25 / 7.80 / 6.56 -> 5.84 / 11.34 / 13.00 / 7.12 / 6.24, IQ2_XS 6.31 / 15.03 /
-  // 15.55 / 8.57 / 7.03 -> 6.77 / 13.54 / 14.74 / 8.34 / 7.12 (taken at 108 / 109 / 47 units).
-  *warps = xs ? 24 : 16;
-  if (M == 1)
-    return lin::kGgmlImmaVar | lin::kGgmlImmaP2 | (xs ? lin::kGgmlImmaU2 : lin::kGgmlImmaPred);
-  if (M == 2 && n16 * (K / 256) >= 40 * sms) return lin::kGgmlImmaVar | lin::kGgmlImmaP2;
-  return 0;
+  // Session 26: two activation pieces; M = 1 everywhere with the loads by the supplying lanes
+  // (8195, 16 warps); M = 2 where the SMs get >= 40 units, IQ2_XXS 8195, IQ2_XS 8193 (24 warps).
+  // H200, us over the five shapes above, session 25's default -> this. Round 97: IQ2_XXS M = 1
+  // 5.46 / 11.35 / 12.29 / 6.96 / 5.46 -> 4.94 / 9.31 / 10.09 / 6.00 / 4.98; M = 2 (8193)
+  // IQ2_XXS 5.68 / 13.22 / 14.25 / 7.80 / 6.56 -> 5.84 / 11.34 / 13.00 / 7.12 / 6.24, IQ2_XS
+  // 6.31 / 15.03 / 15.55 / 8.57 / 7.03 -> 6.77 / 13.54 / 14.74 / 8.34 / 7.12 (taken at 108 / 109
+  // / 47 units). Round 98: IQ2_XS M = 1 6.14 / 14.65 / 14.58 / 8.40 / 6.20 -> 5.78 / 11.28 /
+  // 12.06 / 7.00 / 5.44; IQ2_XXS M = 2 8195 5.76 / 11.33 / 13.17 / 7.10 / 6.08 (8193 5.85 / 11.39
+  // / 13.04 / 7.12 / 6.24).
+  constexpr int kPieces = lin::kGgmlImmaVar | lin::kGgmlImmaP2;
+  const bool m2 = M == 2 && n16 * (K / 256) >= 40 * sms;
+  if (M != 1 && !m2) return 0;
+  *warps = m2 && xs ? 24 : 16;
+  return m2 && xs ? kPieces : kPieces | lin::kGgmlImmaPred;
 }
 
 bool ggml_gemv_bal_default(const GgmlGemvGrid& gg, int warps, int64_t n16, int64_t sms) {
@@ -1121,9 +1123,8 @@ Plan plan(const Caps& caps) {
       // of the tiles, no K split.
       int ivar = var, iw = 0;
       if ((var & lin::kGgmlImmaVar) != 0) {
-        iw = wf == lin::WFmt::kIq2Xs ? 24 : 16;
-        // Session 26 probe: other warps per CTA where a kernel exists (else no integer MMA).
-        if (const char* w = std::getenv("B12X_GGML_GEMV_WARPS"); w != nullptr) iw = std::atoi(w);
+        // The loads by the supplying lanes run 16 warps, IQ2_XS's plain two pieces 24.
+        iw = (var & lin::kGgmlImmaPred) == 0 && wf == lin::WFmt::kIq2Xs ? 24 : 16;
       } else if (sm90 && ggml_gemv_env_free()) {
         ivar = ggml_imma_default(wf, fp16, M, geo.n16, K, dev.sm_count, &iw);
       }

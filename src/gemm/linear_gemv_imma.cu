@@ -7,82 +7,41 @@
 
 namespace b12x::gemm::lin {
 
-static_assert(kGgmlImmaP2 == imma::kP2 && kGgmlImmaPred == imma::kPred &&
-              kGgmlImmaU2 == imma::kU2 && kGgmlImmaLean == imma::kLean);
+static_assert(kGgmlImmaP2 == imma::kP2 && kGgmlImmaPred == imma::kPred);
 
 namespace {
 
 using ImmaFn = void (*)(const LinearParams);
 
-/// The kernel for (format, activation dtype, warps per CTA, var, M tokens): BF16 activations;
-/// IQ2_XXS 16 warps, IQ2_XS 24 (nullptr: none). Dropped in rounds 93-95 (removed): 8 warps (two
-/// CTAs per SM), 20 / 32 warps, IQ2_XXS 24, the weights two batches ahead, two MMA chains per
-/// piece set; FP16 activations are unmeasured (no kernel).
-/// Session 26 (var kGgmlImmaVar | imma::kP2 | ...; two pieces in every kernel, session 25's three
-/// removed: round 97 8192 5.66 / 11.34 / 12.34 / 6.94 / 5.57 us IQ2_XXS M = 1 against kP2's 5.20 /
-/// 9.89 / 11.04 / 6.33 / 5.16): the defaults (round 97: M = 1 IQ2_XXS kP2 | kPred, IQ2_XS kP2 |
-/// kU2; M = 2 kP2) and the round-98 probes. Dropped in round 97 (removed):
-/// kD2 (the weights two batches ahead: IQ2_XXS 5.45 / 10.52 / 11.35 / 6.39 / 5.20 us against
-/// kP2's 5.20 / 9.89 / 11.04 / 6.33 / 5.16), 20 warps (5.24 / 10.18 / 10.81 / 6.33 / 5.34),
-/// kPred | kU2 (IQ2_XXS 5.40 / 10.39 / 11.25 / 6.47 / 5.27, IQ2_XS 6.04 / 12.54 / 13.20 / 7.60 /
-/// 6.34).
-template <WFmt F, int kW>
-ImmaFn imma_probe(int v, int64_t M) {
-  using namespace imma;
-  constexpr bool kXxs = F == WFmt::kIq2Xxs;
-  if (M == 2) {
-    switch (v) {
-      case kP2:
-        return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2>;
-      case kP2 | kU2:
-        return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2 | kU2>;
-      case kP2 | kU2 | kLean:
-        return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2 | kU2 | kLean>;
-      case kP2 | kPred:  // IQ2_XXS only (IQ2_XS's 24 warps: 80 registers)
-        if constexpr (kXxs) return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2 | kPred>;
-        return nullptr;
-      case kP2 | kPred | kLean:
-        if constexpr (kXxs) return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 2, kP2 | kPred | kLean>;
-        return nullptr;
-      default:
-        return nullptr;
-    }
-  }
-  switch (v) {
-    case kP2:
-      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2>;
-    case kP2 | kPred:
-      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred>;
-    case kP2 | kU2:
-      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kU2>;
-    case kP2 | kLean:
-      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kLean>;
-    case kP2 | kPred | kLean:
-      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred | kLean>;
-    case kP2 | kU2 | kLean:
-      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kU2 | kLean>;
-    case kP2 | kPred | kU2 | kLean:
-      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred | kU2 | kLean>;
-    case kP2 | kPred | kAlu:
-      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred | kAlu>;
-    case kP2 | kPred | kLean | kAlu:
-      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kPred | kLean | kAlu>;
-    case kP2 | kU2 | kAlu:
-      return &linear_gemv_imma_kernel<F, Bf16Tag, kW, 1, kP2 | kU2 | kAlu>;
-    default:
-      return nullptr;
-  }
-}
-
+/// The kernel for (format, activation dtype, warps per CTA, var, M tokens): BF16 activations, two
+/// activation pieces (nullptr: none). The defaults (ggml_imma_default): kP2 | kPred with 16 warps
+/// (IQ2_XXS M = 1, 2; IQ2_XS M = 1), IQ2_XS kP2 with 24 warps (M = 2, and M = 1 for a 2-token
+/// plan's 1-token runs). Dropped in rounds 93-95 (removed): 8 warps (two CTAs per SM), 20 / 32
+/// warps, IQ2_XXS 24, the weights two batches ahead, two MMA chains per piece set; FP16
+/// activations are unmeasured (no kernel). Session 26, rounds 97-98 (removed; us over 4096x4096 /
+/// 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, M = 1): session 25's three pieces (8192:
+/// IQ2_XXS 5.66 / 11.34 / 12.34 / 6.94 / 5.57 against kP2 | kPred's 4.94 / 9.31 / 10.09 / 6.00 /
+/// 4.98), two units per loop iteration (8197: IQ2_XXS 5.19 / 10.56 / 11.42 / 6.60 / 4.99; IQ2_XS
+/// 24 warps 5.85 / 11.87 / 12.84 / 7.60 / 6.08 against kP2 | kPred at 16 warps' 5.78 / 11.28 /
+/// 12.06 / 7.00 / 5.44), the weights two batches ahead (8201: 5.45 / 10.52 / 11.35 / 6.39 / 5.20),
+/// 20 warps (5.24 / 10.18 / 10.81 / 6.33 / 5.34), the entry's OR and shift as IMADs (8227: 5.43 /
+/// 10.04 / 11.15 / 6.43 / 5.15), lane constants kept via shuffles (8209 / 8211 / 8213 / 8215 /
+/// 8243: wrong sub-scales for s >= 8 in atom 7 (bit 31 shifted out), timings 9.63-10.65 us at
+/// 14336x4096).
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
-  constexpr int kBits = imma::kP2 | imma::kPred | imma::kU2 | imma::kLean | imma::kAlu;
-  const int v = var & kBits;
-  if (fp16 || (var & ~kBits) != kGgmlImmaVar || (v & imma::kP2) == 0) return nullptr;
+  using namespace imma;
   const bool xs = f == WFmt::kIq2Xs;
-  if (xs && warps == 16 && M == 1 && v == (imma::kP2 | imma::kPred))  // probe: 128 registers
-    return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, imma::kP2 | imma::kPred>;
-  if (M < 1 || M > 2 || warps != (xs ? 24 : 16)) return nullptr;
-  return xs ? imma_probe<WFmt::kIq2Xs, 24>(v, M) : imma_probe<WFmt::kIq2Xxs, 16>(v, M);
+  if (fp16 || M < 1 || M > 2) return nullptr;
+  if (var == (kGgmlImmaVar | kP2 | kPred) && warps == 16) {
+    if (xs)
+      return M == 1 ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kP2 | kPred> : nullptr;
+    return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 2, kP2 | kPred>
+                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kP2 | kPred>;
+  }
+  if (var == (kGgmlImmaVar | kP2) && warps == 24 && xs)
+    return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 24, 2, kP2>
+                  : &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 24, 1, kP2>;
+  return nullptr;
 }
 
 int64_t imma_smem(WFmt f, int64_t K, int64_t M) {

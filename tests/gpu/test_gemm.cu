@@ -4275,24 +4275,25 @@ TEST(GemmGpu, GgmlGemvDefault) {
   B12X_TEST_CUDA(cudaDeviceGetAttribute(&ccmin, cudaDevAttrComputeCapabilityMinor, 0));
   if (ccmaj == 9 && ccmin == 0) {
     // Session 26 (SM90): the integer-MMA GEMV with two activation pieces at M = 1 on every shape
-    // (IQ2_XXS 8195, 16 warps; IQ2_XS 8197, 24), at M = 2 (8193) where the SMs get >= 40 (tile,
-    // 256-K) units; BF16 only; B12X_GGML_GEMV_IMMA=0 or any GEMV override keeps the BF16 GEMV.
+    // (8195, 16 warps), at M = 2 where the SMs get >= 40 (tile, 256-K) units (IQ2_XXS 8195, 16
+    // warps; IQ2_XS 8193, 24); BF16 only; B12X_GGML_GEMV_IMMA=0 or any GEMV override keeps the
+    // BF16 GEMV.
     const int64_t big = int64_t{5} * sms * 16, small = int64_t{2} * sms * 16;  // rows
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
-      const int w = f == LinearFormat::kIq2Xs ? 24 : 16;
-      const int v1 = f == LinearFormat::kIq2Xs ? 8197 : 8195;
-      EXPECT_EQ(bf16_plan(f, 1, big, 4096).ggml_gemv_var, v1);
+      const bool xs = f == LinearFormat::kIq2Xs;
+      const int w = 16, w2 = xs ? 24 : 16, v2 = xs ? 8193 : 8195;
+      EXPECT_EQ(bf16_plan(f, 1, big, 4096).ggml_gemv_var, 8195);
       EXPECT_EQ(bf16_plan(f, 1, big, 4096).ggml_gemv_warps, w);
-      EXPECT_EQ(bf16_plan(f, 1, small, 1024).ggml_gemv_var, v1);
+      EXPECT_EQ(bf16_plan(f, 1, small, 1024).ggml_gemv_var, 8195);
       EXPECT_EQ(linear_plan(f, 1, big, 4096, DType::kFP16).ggml_gemv_var & 8192, 0);
-      EXPECT_EQ(bf16_plan(f, 2, big, 2048).ggml_gemv_var, 8193);      // 5 x 8 = 40 units per SM
+      EXPECT_EQ(bf16_plan(f, 2, big, 2048).ggml_gemv_var, v2);        // 5 x 8 = 40 units per SM
       EXPECT_EQ(bf16_plan(f, 2, big, 1792).ggml_gemv_var & 8192, 0);  // 35
       EXPECT_EQ(bf16_plan(f, 3, big, 4096).ggml_gemv_var & 8192, 0);
       // Runs kept small (the CPU reference): M = 1 off the tile with bias, M = 2 at 40 units.
       run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
       EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, w);
       run_case({f, 2, big, 2048, DType::kBF16, DType::kBF16, false});
-      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, w);
+      EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, w2);
       EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().grid_x, static_cast<unsigned>(sms));
       ScopedEnv ei("B12X_GGML_GEMV_IMMA", "0");
       EXPECT_EQ(bf16_plan(f, 1, big, 4096).ggml_gemv_var & 8192, 0);
@@ -4653,22 +4654,20 @@ void run_nonfinite(const Case& c) {
   EXPECT_EQ(finite, 0);
 }
 
-/// The integer-MMA GEMV's cases for the plan variant in B12X_GGML_GEMV_VAR (IQ2_XXS 16 warps,
-/// IQ2_XS 24): one wave (default CTAs) and CTAs of several tiles whose warps' ranges cross tile
-/// starts (CTAS 2 / 5 over 13 tiles, K = 2304), N off the tile, bias, FP16 output, graph replay
-/// with new activations; blocks with one element 2^12 and 2^20 above the rest; M = 2 (formats
-/// with a 2-token kernel: m2xs adds IQ2_XS) and M = 1 on a plan for 2 tokens; NaN / Inf. xs:
-/// IQ2_XS too.
-void imma_cases(bool xs, bool m2xs) {
+/// The integer-MMA GEMV's cases for format f, M = 1 on plan variant v1 and M = 2 on v2
+/// (B12X_GGML_GEMV_VAR): one wave (default CTAs) and CTAs of several tiles whose warps' ranges
+/// cross tile starts (CTAS 2 / 5 over 13 tiles, K = 2304), N off the tile, bias, FP16 output,
+/// graph replay with new activations; blocks with one element 2^12 and 2^20 above the rest (the
+/// small ones rounded: two pieces keep 15 bits); M = 1 on a plan for 2 tokens; NaN / Inf.
+void imma_cases(LinearFormat f, const char* v1, const char* v2, int w1, int w2) {
+  SCOPED_TRACE(name({f, 1, 0, 0, DType::kBF16, DType::kBF16, false}));
   const auto wide12 = [](Acts& a) { widen_blocks(a, 12); };
   const auto wide20 = [](Acts& a) { widen_blocks(a, 20); };
-  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
-    if (f == LinearFormat::kIq2Xs && !xs) continue;
-    const char* w = f == LinearFormat::kIq2Xxs ? "16" : "24";
-    ScopedEnv ew("B12X_GGML_GEMV_WARPS", w);
-    EXPECT_EQ(bf16_plan(f, 1, 4096, 4096).ggml_gemv_warps, std::atoi(w));
+  {
+    ScopedEnv ev("B12X_GGML_GEMV_VAR", v1);
+    EXPECT_EQ(bf16_plan(f, 1, 4096, 4096).ggml_gemv_var, std::atoi(v1));
     run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
-    EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, std::atoi(w));
+    EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, w1);
     run_case({f, 1, 40, 1024, DType::kBF16, DType::kFP16, false});
     for (const char* ctas : {"2", "5"}) {
       ScopedEnv ec("B12X_GGML_GEMV_CTAS", ctas);
@@ -4679,63 +4678,44 @@ void imma_cases(bool xs, bool m2xs) {
     run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
     run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true}, false, nullptr, wide20);
     run_nonfinite({f, 1, 72, 2304, DType::kBF16, DType::kBF16, false});
-    if (f != LinearFormat::kIq2Xxs && !m2xs) continue;
-    // M = 2, and M = 1 on a plan for 2 tokens.
-    run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, true});
-    run_case({f, 2, 40, 1024, DType::kBF16, DType::kFP16, false}, /*graph_replay=*/true);
-    run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
-    run_case({f, 1, 72, 2304, DType::kBF16, DType::kBF16, false, false, gemm::Regime::kAuto, 2});
-    run_nonfinite({f, 2, 72, 2304, DType::kBF16, DType::kBF16, false});
-    ScopedEnv ec("B12X_GGML_GEMV_CTAS", "5");
-    run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
   }
+  ScopedEnv ev("B12X_GGML_GEMV_VAR", v2);
+  EXPECT_EQ(bf16_plan(f, 2, 4096, 4096).ggml_gemv_var, std::atoi(v2));
+  run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, true});
+  EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, w2);
+  run_case({f, 2, 40, 1024, DType::kBF16, DType::kFP16, false}, /*graph_replay=*/true);
+  run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
+  run_case({f, 1, 72, 2304, DType::kBF16, DType::kBF16, false, false, gemm::Regime::kAuto, 2});
+  EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, w2);
+  run_nonfinite({f, 2, 72, 2304, DType::kBF16, DType::kBF16, false});
+  ScopedEnv ec("B12X_GGML_GEMV_CTAS", "5");
+  run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, true}, /*graph_replay=*/true);
 }
 
 TEST(GemmGpu, GgmlGemvImma) {
   B12X_REQUIRE_GPU();
-  // Sessions 25-26: IQ2 at M <= 2 on integer MMA (B12X_GGML_GEMV_VAR=8193: two activation pieces;
-  // BF16 activations): IQ2_XXS 16 warps, IQ2_XS 24; M = 3 and Q8_0 not.
-  ScopedEnv e("B12X_GGML_GEMV", "1"), ev("B12X_GGML_GEMV_VAR", "8193");
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, 8193);
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_warps, 16);
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 2, 4096, 4096).ggml_gemv_var, 8193);
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 3, 4096, 4096).ggml_gemv_var, 0);
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, 8193);
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_warps, 24);
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, 8193);
-  EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).ggml_gemv_var, 0);
-  // The cases incl. NaN / Inf activations (review s25 item 1: the block's scale is NaN).
-  imma_cases(/*xs=*/true, /*m2xs=*/true);
+  // Sessions 25-26: IQ2 at M <= 2 on integer MMA with two activation pieces (15 bits: exact
+  // within 2^6 of the block's largest BF16 value, else < 2^-14 of it lost per element; BF16
+  // activations). B12X_GGML_GEMV_VAR 8195 (+ loads by the supplying lanes; 16 warps): IQ2_XXS M =
+  // 1, 2, IQ2_XS M = 1; 8193 (24 warps): IQ2_XS M = 1, 2. M = 3, the others, Q8_0: not.
+  ScopedEnv e("B12X_GGML_GEMV", "1");
+  {
+    ScopedEnv ev("B12X_GGML_GEMV_VAR", "8195");
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_warps, 16);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, 8195);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var & 8192, 0);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 3, 4096, 4096).ggml_gemv_var & 8192, 0);
+    EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
+    ScopedEnv ev2("B12X_GGML_GEMV_VAR", "8193");
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_warps, 24);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
+    ScopedEnv ev3("B12X_GGML_GEMV_VAR", "8192");  // session 25's three pieces: removed
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
+  }
+  imma_cases(LinearFormat::kIq2Xxs, "8195", "8195", 16, 16);
+  imma_cases(LinearFormat::kIq2Xs, "8195", "8193", 16, 24);
   // FP16 activations: the BF16 GEMV (no integer-MMA kernel).
   run_case({LinearFormat::kIq2Xxs, 1, 72, 1024, DType::kFP16, DType::kFP16, false});
-}
-
-TEST(GemmGpu, GgmlGemvImmaProbe) {
-  B12X_REQUIRE_GPU();
-  // Session 26 (B12X_GGML_GEMV_VAR = 8192 | bits): 1 two pieces (15-bit activations: exact
-  // within 2^6 of the block's largest BF16 value, else < 2^-14 of it lost per element), 2
-  // activation loads by the supplying lanes only, 4 two units per loop iteration, 16 lane
-  // constants kept and sub-scales as X 2s + X, 32 the entry's OR and shift as IMADs; IQ2_XS at
-  // M = 2 with 8197 / 8213 (IQ2_XXS also 8195 / 8211); IQ2_XS 8195 with 16 warps (8193: above).
-  ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (const char* var : {"8195", "8197", "8209", "8211", "8213", "8215", "8227", "8229", "8243"}) {
-    SCOPED_TRACE(var);
-    ScopedEnv ev("B12X_GGML_GEMV_VAR", var);
-    const int v = std::atoi(var);
-    const bool m2 = v == 8197 || v == 8213;
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var, v);
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, v);
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, m2 ? v : 0);
-    imma_cases(/*xs=*/true, m2);
-  }
-  // IQ2_XS with 16 warps (8195, M = 1).
-  ScopedEnv ev("B12X_GGML_GEMV_VAR", "8195"), ew("B12X_GGML_GEMV_WARPS", "16");
-  EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_warps, 16);
-  run_case({LinearFormat::kIq2Xs, 1, 200, 2304, DType::kBF16, DType::kBF16, true});
-  EXPECT_EQ(gemm::lin::last_ggml_gemv_launch().warps, 16);
-  ScopedEnv ec("B12X_GGML_GEMV_CTAS", "5");
-  run_case({LinearFormat::kIq2Xs, 1, 200, 2304, DType::kBF16, DType::kBF16, false},
-           /*graph_replay=*/true);
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {

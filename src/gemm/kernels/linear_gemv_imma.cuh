@@ -67,11 +67,8 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 }
 /// Kernel variant bits (plan var kGgmlImmaVar | bits; session 26): kP2 two pieces per value
 /// (radix 2^8 signed digits, 15 bits; every kernel), kPred activation loads by the supplying lanes
-/// only,
-/// kU2 two units per loop iteration (no copy of the next batch's registers), kLean (with kP2) the
-/// lane constants kept in registers (opaque to rematerialization) and the sub-scales as X (2s) +
-/// X, kAlu two of a decoded entry's ALU instructions on the FMA pipe (entry_s8's kFma).
-inline constexpr int kP2 = 1, kPred = 2, kU2 = 4, kLean = 16, kAlu = 32;
+/// only.
+inline constexpr int kP2 = 1, kPred = 2;
 /// Dynamic shared memory at K for M tokens: the tables, two pieces and the per-atom scales per
 /// token.
 template <WFmt F>
@@ -142,12 +139,9 @@ __device__ __forceinline__ void imma16832(int c[4], const uint32_t a[4], uint32_
 /// The int8 values of one entry (half kHi of word w: grid index | sign7 << 9): values 0-3 in lo,
 /// 4-7 in hi. clsw: the lane's copy offsets (IQ2_XXS: byte 0 4 L, byte 1 4 L + 128, the
 /// addresses one PRMT each; IQ2_XS: 4 L, the addresses shift, mask and OR).
-/// kFma: the OR (disjoint bits) as IMAD(g, one, s) and the shift as IMAD.HI(sel, 2^16) with
-/// opaque one / 2^16: two of the entry's six ALU-pipe instructions on the FMA pipe.
-template <WFmt F, bool kHi, bool kFma = false>
+template <WFmt F, bool kHi>
 __device__ __forceinline__ void entry_s8(uint32_t w, uint32_t clsw, uint32_t tab0, uint32_t slo,
-                                         uint32_t shi, uint32_t& lo, uint32_t& hi,
-                                         uint32_t one = 1u, uint32_t m16 = 0x10000u) {
+                                         uint32_t shi, uint32_t& lo, uint32_t& hi) {
   uint32_t ga, sa;
   if constexpr (F == WFmt::kIq2Xs) {
     constexpr uint32_t kSign = 512 * 128;
@@ -157,15 +151,9 @@ __device__ __forceinline__ void entry_s8(uint32_t w, uint32_t clsw, uint32_t tab
     ga = prmt(w, clsw, kHi ? 0x7624u : 0x7604u) + tab0;
     sa = prmt(w, clsw, kHi ? 0x7635u : 0x7615u) + tab0;
   }
-  if constexpr (kFma) {
-    const uint32_t sel = lds32(ga) * one + lds32(sa);
-    lo = prmt(slo, shi, sel);
-    hi = prmt(slo, shi, __umulhi(sel, m16));
-  } else {
-    const uint32_t sel = lds32(ga) | lds32(sa);
-    lo = prmt(slo, shi, sel);
-    hi = prmt(slo, shi, sel >> 16);
-  }
+  const uint32_t sel = lds32(ga) | lds32(sa);
+  lo = prmt(slo, shi, sel);
+  hi = prmt(slo, shi, sel >> 16);
 }
 
 /// One batch (8 atoms = one 256-K block) of a lane: slot g of atoms t and 4 + t, both rows'
@@ -243,7 +231,7 @@ __device__ __forceinline__ void lds128_if(uint4& v, uint32_t addr, bool on) {
 /// grid = (<= n16 CTAs, 1, 1), 32 kW threads, dynamic shared memory imma::smem_bytes<F>(K, kM).
 /// IQ2_XXS / IQ2_XS, K % 256 == 0, 16-byte aligned activations, no K split (p.split == 1). kM = M
 /// tokens (1, 2): one piece set per group and token, columns (2t, 2t + 1) its pieces a, b. kV:
-/// imma::kP2 (required) | kPred | kU2 | kLean | kAlu.
+/// imma::kP2 (required) | kPred.
 template <WFmt F, class T, int kW, int kM, int kV>
 __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const LinearParams p) {
   using namespace imma;
@@ -378,16 +366,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   __syncthreads();
 
   const uint32_t tab0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  constexpr bool kLn = (kV & kLean) != 0;
-  // kLean: lane constants through an identity shuffle, so that ptxas keeps them in registers
-  // instead of recomputing them from the thread index every unit (12 instructions per batch).
-  const auto keep = [&](uint32_t v) { return kLn ? __shfl_sync(0xFFFFFFFFu, v, lane) : v; };
-  const uint32_t clsw = keep(kXs ? 4u * lane : 4u * lane | ((4u * lane + 128u) << 8));
-  const uint32_t t4 = keep(4u * t);  // kLean: the lane's sub-scale shift
-  constexpr bool kFm = (kV & kAlu) != 0;
-  // kAlu: multipliers ptxas cannot see (an identity shuffle), so the IMADs stay IMADs.
-  const uint32_t one = kFm ? __shfl_sync(0xFFFFFFFFu, 1u, lane) : 1u;
-  const uint32_t m16 = kFm ? __shfl_sync(0xFFFFFFFFu, 0x10000u, lane) : 0x10000u;
+  const uint32_t clsw = kXs ? 4u * lane : 4u * lane | ((4u * lane + 128u) << 8);
   // Two copies read by lane parity (a uniform load would let ptxas keep the words in uniform
   // registers and copy them before every PRMT).
   const uint32_t slo = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[lane & 1];
@@ -407,8 +386,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     // sits in banks 8 (q + k) .. + 11 over the two loads; its zero lanes read 32 bytes at banks
     // 8 (q + k + 2) .. (mod 32): no conflict.
     const uint32_t zo = kZeroOff + 32u * (((g >> 1) + k + 2) & 3);
-    xo[k] = keep(tab0 + (on ? kTabBytes + static_cast<uint32_t>(arr * PS) + 32 * t : zo));
-    xs[k] = keep(on ? 32 : 0);
+    xo[k] = tab0 + (on ? kTabBytes + static_cast<uint32_t>(arr * PS) + 32 * t : zo);
+    xs[k] = on ? 32 : 0;
     xon[k] = on;
   }
   uint4 xz[2][kSets][2];  // kPred: the halves' activation registers (zero where not on)
@@ -434,9 +413,6 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       load_batch(ld, d8, s8, nxt);
     }
     float bacc[kM][2] = {};
-    uint2 s2[2];  // kLean: the rows' sub-scale words << 1
-#pragma unroll
-    for (int r = 0; r < 2; ++r) s2[r] = make_uint2(cur.s[r].x << 1, cur.s[r].y << 1);
     float2 ps2[kM];
 #pragma unroll
     for (int m = 0; m < kM; ++m)
@@ -471,11 +447,11 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
         const uint32_t wg = q < 2 ? wv.x : wv.y, w8 = q < 2 ? wv.z : wv.w;
         uint32_t a[4];
         if (q & 1) {
-          entry_s8<F, true, kFm>(wg, clsw, tab0, slo, shi, a[0], a[2], one, m16);
-          entry_s8<F, true, kFm>(w8, clsw, tab0, slo, shi, a[1], a[3], one, m16);
+          entry_s8<F, true>(wg, clsw, tab0, slo, shi, a[0], a[2]);
+          entry_s8<F, true>(w8, clsw, tab0, slo, shi, a[1], a[3]);
         } else {
-          entry_s8<F, false, kFm>(wg, clsw, tab0, slo, shi, a[0], a[2], one, m16);
-          entry_s8<F, false, kFm>(w8, clsw, tab0, slo, shi, a[1], a[3], one, m16);
+          entry_s8<F, false>(wg, clsw, tab0, slo, shi, a[0], a[2]);
+          entry_s8<F, false>(w8, clsw, tab0, slo, shi, a[1], a[3]);
         }
         const int ch = kXs ? q >> 1 : 0;
 #pragma unroll
@@ -494,24 +470,12 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
         int Xs[kM] = {};
 #pragma unroll
         for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
-          if constexpr (kLn) {
-            // X (2s + 1) as X (2s) + X, 2s from the word shifted once per unit.
-            const uint32_t sw =
-                kXs ? (h ? s2[r].y : s2[r].x) >> (2 * t4 + 4 * ch) : s2[r].x >> (16 * h + t4);
-            const int f2 = static_cast<int>(sw & 0x1Eu);
+          const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
+                                  : cur.s[r].x >> (16 * h + 4 * t);
+          const int fi = static_cast<int>(((sw << 1) & 0x1Eu) | 1u);
 #pragma unroll
-            for (int m = 0; m < kM; ++m) {
-              const int X = cs[m][ch][2 * r] * 256 + cs[m][ch][2 * r + 1];
-              Xs[m] += X * f2 + X;
-            }
-          } else {
-            const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
-                                    : cur.s[r].x >> (16 * h + 4 * t);
-            const int fi = static_cast<int>(((sw << 1) & 0x1Eu) | 1u);
-#pragma unroll
-            for (int m = 0; m < kM; ++m)
-              Xs[m] += (cs[m][ch][2 * r] * 256 + cs[m][ch][2 * r + 1]) * fi;
-          }
+          for (int m = 0; m < kM; ++m)
+            Xs[m] += (cs[m][ch][2 * r] * 256 + cs[m][ch][2 * r + 1]) * fi;
         }
 #pragma unroll
         for (int m = 0; m < kM; ++m)
@@ -564,20 +528,10 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     tile = ntile;
     b = nb;
   };
-  if constexpr ((kV & kU2) != 0) {
-    // Two units per iteration, the batch registers alternating (no copy of the next batch).
-    Batch<F> alt;
-    for (int u = ua; u < ue; u += 2) {
-      unit(u, cur, alt);
-      if (u + 1 == ue) break;
-      unit(u + 1, alt, cur);
-    }
-  } else {
-    for (int u = ua; u < ue; ++u) {
-      Batch<F> nxt;
-      unit(u, cur, nxt);
-      cur = nxt;
-    }
+  for (int u = ua; u < ue; ++u) {
+    Batch<F> nxt;
+    unit(u, cur, nxt);
+    cur = nxt;
   }
   griddep_launch_dependents();
   __syncthreads();
