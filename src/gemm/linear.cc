@@ -1239,16 +1239,21 @@ Plan plan(const Caps& caps) {
     // B12X_GEMM_DECODE_XSHARE_BIG=0 keeps session 25's 32 KB.
     const char* xbig_env = std::getenv("B12X_GEMM_DECODE_XSHARE_BIG");
     const bool xs_big = !(xbig_env != nullptr && xbig_env[0] == '0');
-    // Session 26 probe (B12X_GEMM_DECODE_XSHARE16=1): two token tiles (M = 9..16) on the same
-    // grid (f16 MMAs, the default ring), from M = 9 (runs at M <= 8 keep the plain 4-warp grid).
+    // Session 26: two token tiles (M = 9..16) on the same grid (f16 MMAs, the default ring; its
+    // runs at M <= 8 take one token tile from the same first M). Round 98 (H200, us, per-tensor,
+    // default (block kernel, split + reduce) -> B12X_GEMM_DECODE_XSHARE16=1, S = 2): 2048x7168
+    // M = 9 / 12 / 16 8.42 / 8.65 / 8.77 -> 6.82 / 7.31 / 7.63, 4096x4096 M = 9 / 12 8.41 / 8.53
+    // -> 7.66 / 7.87 (M = 16: 16 rows + ring leave one CTA per SM, no resident clusters; likewise
+    // 6144x4096, 4096x14336). B12X_GEMM_DECODE_XSHARE16=0 turns it off.
     const char* x16_env = std::getenv("B12X_GEMM_DECODE_XSHARE16");
-    const bool xs16 = nt == 2 && M <= 16 && x16_env != nullptr && x16_env[0] == '1';
+    // (Its instance has f16 MMAs: not under B12X_GEMM_DECODE_F8MMA=0.)
+    const char* xmma_env = std::getenv("B12X_GEMM_DECODE_F8MMA");
+    const bool xs16 = nt == 2 && M <= 16 && !(x16_env != nullptr && x16_env[0] == '0') &&
+                      !(xmma_env != nullptr && xmma_env[0] == '0');
     const int64_t xs_stage = lin::stage_geom(wf, std::min<int64_t>(M, 8 * nt), slices).bytes + 16;
     const bool xs_stage_ok = (xs_big || stage_fit_slices(wf, M) >= slices) &&
                              lin::decode_ring_bytes_deep(wf, 0) + xs_stage <= lin::kDecodeXshBudget;
-    const int64_t xs_min_m = xs16             ? 9
-                             : geo.n16 <= sms ? 1
-                                              : std::max<int64_t>(2, (12288 + geo.K - 1) / geo.K);
+    const int64_t xs_min_m = geo.n16 <= sms ? 1 : std::max<int64_t>(2, (12288 + geo.K - 1) / geo.K);
     // Every cluster of S CTAs resident at once, for each instance run may launch: the f16 MMAs
     // of runs at M >= 2 (SM90) and, where runs from M = 1 take it (m1) and it exists, the e4m3
     // one; the deeper ring's and none (run drops it where ring + staging exceed its budget).
@@ -3062,6 +3067,8 @@ void run(const Binding& b, Stream stream) {
               lin::stage_geom(im.wfmt, p.stage_rows, p.slices_per_cta).bytes + 16 <=
           lin::kDecodeXshBudget;
   if (xs_run) p.stage_slices = p.slices_per_cta;
+  // Two token tiles take 4 warps per tile only on the shared staging (no other instance).
+  if (nt == 2 && !plan.decode_pipe && !xs_run) p.decode_ws = 1;
   // Pipelined staging where the CTA's K range takes more than one chunk (or its warps split K
   // at M >= 2) and the staging is a plain copy without group scales (else the kernels with one
   // buffer); chunks of a multiple of ws slices and at least (kStages - 1) x ws, so the ring's

@@ -1219,7 +1219,9 @@ TEST(GemmGpu, DecodeFp8MmaKinds) {
         }
     }
     {
-      ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1"), ew("B12X_GEMM_DECODE_PIPE_WS", "1");
+      // (Not session 26's two-tile shared staging, which takes these plans by default.)
+      ScopedEnv eh("B12X_GEMM_DECODE_HALF", "1"), ew("B12X_GEMM_DECODE_PIPE_WS", "1"),
+          ex16("B12X_GEMM_DECODE_XSHARE16", "0");
       for (int64_t M : {9, 16}) {
         run_case({LinearFormat::kFp8Tensor, M, 72, 4864, DType::kFP8E4M3, DType::kBF16, M == 9});
         const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
@@ -1236,8 +1238,10 @@ TEST(GemmGpu, DecodeFp8MmaKinds) {
   // 64-row CTAs fill at most a quarter of the SMs (N = 16 x SMs rows, K = 7168; 2048x7168 on the
   // H200); B12X_GEMM_DECODE_PIPE_WS=2|4 forces it (4 needs chunks of 8 slices, the 68 KB
   // staging): N = 40 (3 tiles) splits K = 20480 over a cluster, whose CTAs end on a short chunk
-  // where some K parts have no slice; e4m3 and f16 MMAs.
+  // where some K parts have no slice; e4m3 and f16 MMAs. (Session 26's two-tile shared staging,
+  // the default on this shape since, off.)
   {
+    ScopedEnv ex16("B12X_GEMM_DECODE_XSHARE16", "0");
     gemm::Caps caps;
     caps.format = LinearFormat::kFp8Tensor;
     caps.max_tokens = 16;
