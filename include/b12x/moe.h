@@ -176,8 +176,6 @@ struct DecodeKnobs {
   int fc2_kil = -1;    ///< B12X_MOE_FC2_KIL 0|1: FC2 warps take every kW-th chunk (-1: rule)
   int fc2_rows = 0;    ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (0: rule, 2-8 tokens)
   int fc2_dsmem = 1;   ///< B12X_MOE_FC2_CLUSTER 0|1|2: FC2 split 2 (1) / any (2) as a cluster
-  int pl = 0;  ///< B12X_MOE_PL 0..7: probe, offset-tracked refills (bit 1 FC1, bit 2 32-row FC2,
-               ///< bit 4 FC2 lane offsets kept in registers)
 };
 
 /// @brief Runtime capacities.

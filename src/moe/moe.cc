@@ -627,7 +627,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
   knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1, 2}, "0, 1, 2", not_stream);
-  knob(k.pl, "B12X_MOE_PL", {0, 1, 2, 3, 5, 6, 7}, "0, 1, 2, 3, 5, 6, 7", not_stream);
   return k;
 }
 }  // namespace detail
@@ -878,12 +877,6 @@ Plan plan(const Caps& caps) {
       for (int s = 2, n = 0; s <= 4; ++s)
         if ((p.fc2_cluster_fit >> s) & 1) sig << (n++ ? "," : "") << s;
     }
-    // Probe: the offset-tracked refills of the last-warp FC1 / the 32-row FC2 (launch_gemms takes
-    // them for their chunk-tile instances where K % 128 == 0; elsewhere the default kernels run).
-    if (stream && detail::decode_fc1_pl(p.knobs, static_cast<int>(H)) > 0)
-      sig << " fc1_pl" << detail::decode_fc1_pl(p.knobs, static_cast<int>(H));
-    if (stream && detail::decode_fc2_pl(p.knobs, static_cast<int>(I)) > 0)
-      sig << " fc2_pl" << detail::decode_fc2_pl(p.knobs, static_cast<int>(I));
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

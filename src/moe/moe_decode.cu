@@ -39,10 +39,9 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kTR = false,
-          int kPL = 0>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kTR = false>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kTR, kPL>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kTR>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
   // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
@@ -57,8 +56,6 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
 
 // The FC2 cluster size of the last launch (1: none); tests read it (decode_last_fc2_cluster).
 std::atomic<int> g_last_fc2_cluster{1};
-// Whether the last launch's FC1 / 32-row FC2 took the kPL refills (probe; decode_last_pl).
-std::atomic<int> g_last_fc1_pl{0}, g_last_fc2_pl{0};
 // The prepared layout WarpStage::issue<true> assumes: codes and UE4M3 scales in 32-row chunk
 // tiles (always for FP4 weights: make_view in moe.cc).
 bool refill_tiled(const WeightView& w) {
@@ -67,9 +64,9 @@ bool refill_tiled(const WeightView& w) {
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
-          bool kKil = false, bool kTR = false, int kPL = 0>
+          bool kKil = false, bool kTR = false>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, kTR, kPL>;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, kTR>;
   {  // the largest shared memory this instance is launched with, once per device
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
     const int max_tokens = kR == 32             ? DecodeCfg::kFc2Rows32MaxTokens
@@ -139,15 +136,8 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, false, false, kTR>(
         a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {  // decode_fc1_last: always the last-warp tile ends here
-    // Probe B12X_MOE_PL bit 1 (decode_fc1_pl): the offset-tracked refills (WarpStage::issue_pl).
-    const int pl = kTR ? decode_fc1_pl(kn, a.w1.K) : 0;
-    g_last_fc1_pl.store(pl > 0 ? 1 : 0, std::memory_order_relaxed);
-    if (pl > 0)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTR, kTR ? 1 : 0>(
-          a, kn, stream, pdl1);
-    else
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTR>(a, kn, stream,
-                                                                                     pdl1);
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTR>(a, kn, stream,
+                                                                                   pdl1);
   } else {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, false, false, kTR>(a, kn, stream,
                                                                                     pdl1);
@@ -157,23 +147,7 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       // 3 stages (2 CTAs per SM; H200 round 45, Qwen3.5-TP4 nvfp4 M = 8 210.6 -> 204.5 us
       // against 2 stages at 3 CTAs per SM, 80 registers); B12X_MOE_FC2_STAGES=2 the 2-stage CTA.
       // K-interleaved warps (decode_fc2_kil) in the 3-stage CTA only.
-      // Probe B12X_MOE_PL bit 2 (decode_fc2_pl): the offset-tracked refills (WarpStage::issue_pl).
-      const int pl = kTR ? decode_fc2_pl(kn, a.w2.K) : 0;
-      g_last_fc2_pl.store(pl > 0 ? 1 : 0, std::memory_order_relaxed);
-      constexpr int kP1 = kTR ? 1 : 0, kP2 = kTR ? 2 : 0;
-      if (pl == 2 && a.fc2_stages32 == 2)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kTR, kP2>(a, stream, pdl);
-      else if (pl == 2 && a.fc2_kil != 0)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTR, kP2>(a, stream, pdl);
-      else if (pl == 2)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTR, kP2>(a, stream, pdl);
-      else if (pl == 1 && a.fc2_stages32 == 2)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kTR, kP1>(a, stream, pdl);
-      else if (pl == 1 && a.fc2_kil != 0)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTR, kP1>(a, stream, pdl);
-      else if (pl == 1)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTR, kP1>(a, stream, pdl);
-      else if (a.fc2_stages32 == 2)  // decode_fc2_stages32
+      if (a.fc2_stages32 == 2)  // decode_fc2_stages32
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kTR>(a, stream, pdl);
       else if (a.fc2_kil != 0)
         launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTR>(a, stream, pdl);
@@ -263,10 +237,6 @@ int decode_fc2_cluster_fit(int device, int scale_kind, int max_split) {
 
 int decode_last_fc2_cluster() {
   return g_last_fc2_cluster.load(std::memory_order_relaxed);
-}
-int decode_last_pl() {
-  return g_last_fc1_pl.load(std::memory_order_relaxed) |
-         (g_last_fc2_pl.load(std::memory_order_relaxed) << 1);
 }
 int decode_fc1_smem_bytes() {
   return DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps);  // the larger of the two variants

@@ -458,21 +458,6 @@ int decode_fc1_last(bool wide, int wm, int warps, int groups, int bal);
 /// grid.y of the last-warp two-group FC1 from the one-wave tile groups y (DecodeKnobs::fc1_fine:
 /// finer grids on long tiles).
 int decode_fc1_fine_groups(const DecodeKnobs& k, int routes, int k_chunks, int y);
-/// Probe (DecodeKnobs::pl, session 26): the last-warp two-group FC1 (bit 1) / the 32-row FC2 (bit
-/// 2) with chunk-tile refills take WarpStage::issue_pl (one offset for the three streams,
-/// unpredicated activation copies), which needs whole 128-value activation sub-chunks (the
-/// GEMM's `K` % 128 == 0); bit 4 also keeps the FC2 lanes' stage offsets in registers (in the
-/// FC1 that spilled under its 80-register cap: not built). Returns the kernels' kPL: 0 (default
-/// kernels), 1 or 2.
-inline int decode_pl(int pl, int bit, int K) {
-  return (pl & bit) == 0 || K % 128 != 0 ? 0 : bit == 2 && (pl & 4) != 0 ? 2 : 1;
-}
-inline int decode_fc1_pl(const DecodeKnobs& k, int K) {
-  return decode_pl(k.pl, 1, K);
-}
-inline int decode_fc2_pl(const DecodeKnobs& k, int K) {
-  return decode_pl(k.pl, 2, K);
-}
 /// Whether the FC1 takes balanced chunk ranges (DecodeArgs::fc1_bal) where they can run.
 bool decode_fc1_balanced(int routes, int tile_groups, int warps, int k_chunks);
 /// FC2 with the deep ring (one CTA per SM, 5 stages per warp): fc2_split == 1, few routes and

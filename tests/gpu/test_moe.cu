@@ -860,7 +860,6 @@ using Knobs = std::vector<std::pair<const char*, std::string>>;
 }  // namespace
 namespace b12x::moe::detail {
 int decode_last_fc2_cluster();  // moe_decode.cu: the last FC2 launch's cluster size (1: none)
-int decode_last_pl();  // moe_decode.cu: bit 1 / 2 where the last FC1 / FC2 took the kPL refills
 }  // namespace b12x::moe::detail
 namespace {
 
@@ -936,51 +935,6 @@ TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
     check_graph_replays(G, P, 2, "FC2 cluster captured first", Q, out);
     EXPECT_EQ(moe::detail::decode_last_fc2_cluster(), 2);
     check_against_reference(Q, G.as_float(out), 0.9999);
-  }
-}
-
-TEST(MoeGpu, DecodeStreamOffsetRefillsAreBitEqual) {
-  B12X_REQUIRE_GPU();
-  // Probe B12X_MOE_PL=3 / 7 (read by plan): the last-warp two-group FC1 and the 32-row FC2 (BF16
-  // operands, UE4M3 chunk tiles) refill through WarpStage::issue_pl — one offset for codes,
-  // scales and activations, unpredicated activation copies (absent tokens read a dummy row into
-  // MMA columns that the tile end / flush never read) — where their K % 128 == 0: the same
-  // operands in the live columns, so the outputs are bit-equal. Cases (the two-group FC1 and the
-  // 32-row FC2 forced): long tiles (H = 7168) in w4a16 with a graph replay with new routes,
-  // 1-route tiles with the 2-stage FC2, full 4-route tiles (8 experts, topk 4) with the
-  // K-interleaved FC2 (2 sub-chunks per tile: a step crosses several tiles), and I = 320 / H =
-  // 1056 (K % 128 != 0: that GEMM keeps its default kernel).
-  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
-                       Activation::kSilu};
-  const Knobs two{{"B12X_MOE_FC1_KG", "2"},
-                  {"B12X_MOE_FC1_GROUPS", "2"},
-                  {"B12X_MOE_FC1_BAL", "0"},
-                  {"B12X_MOE_FC1_WIDE", "0"},
-                  {"B12X_MOE_FC2_ROWS", "32"}};
-  auto with = [&](std::initializer_list<std::pair<const char*, std::string>> more) {
-    Knobs k = two;
-    k.insert(k.end(), more);
-    return k;
-  };
-  const struct {
-    Case c;
-    Knobs k;
-    int pl;  // decode_last_pl: bit 1 FC1, bit 2 FC2
-  } vars[] = {
-      {fp4_variant_case(a16, 16, 7168, 512, 8, 8, 1), two, 3},
-      {fp4_variant_case(kNvfp4Silu, 64, 2048, 256, 8, 8, 1), with({{"B12X_MOE_FC2_STAGES", "2"}}),
-       3},
-      {fp4_variant_case(kNvfp4Silu, 8, 1024, 256, 8, 4, 1), with({{"B12X_MOE_FC2_KIL", "1"}}), 3},
-      {fp4_variant_case(kNvfp4Silu, 16, 1024, 320, 8, 8, 1), two, 1},
-      {fp4_variant_case(kNvfp4Silu, 16, 1056, 256, 8, 8, 1), two, 2}};
-  for (const auto& v : vars) {
-    SCOPED_TRACE(v.c.name());
-    Problem P;
-    P.make(v.c);
-    for (const char* pl : {"3", "7"}) {  // 7: the FC2 lanes' stage offsets kept in registers
-      expect_probe_bit_equal(P, v.k, {"B12X_MOE_PL", pl}, pl, &v == &vars[0]);
-      EXPECT_EQ(moe::detail::decode_last_pl(), v.pl);
-    }
   }
 }
 

@@ -337,14 +337,6 @@ __device__ __forceinline__ void cp_async16_off(uint32_t sa, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%2], 16;\n" ::"r"(sa), "l"(gmem), "n"(kOff)
                : "memory");
 }
-/// cp.async of 16 bytes from gmem + kG to shared sa + kS (both immediates of the instruction),
-/// `bytes` (16 or 0: zero-filled, nothing read) of them from global memory.
-template <int kS, int kG>
-__device__ __forceinline__ void cp_async16_off2(uint32_t sa, const void* gmem, uint32_t bytes) {
-  asm volatile("cp.async.cg.shared.global [%0+%2], [%1+%3], 16, %4;\n" ::"r"(sa), "l"(gmem),
-               "n"(kS), "n"(kG), "r"(bytes)
-               : "memory");
-}
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -455,35 +447,6 @@ struct WarpStage {
       }
     }
   }
-  /// kPL refill (probe B12X_MOE_PL: the last-warp FC1 / the 32-row FC2 with chunk-tile refills):
-  /// one 32-bit offset `off` = kk * 256 addresses all three streams — the chunk's codes at kk *
-  /// 2048 (off << 3), its UE4M3 scales at kk * 256 and the activations' kk * 128 BF16 values at
-  /// kk * 256 bytes — and the activation copies need no per-refill bound: the plan takes this
-  /// only where K % 128 == 0 (a valid token's row holds every whole sub-chunk), and `s.a_len` is
-  /// the copies' byte count, 16 for a valid token or 0 for an absent one (pl_src: zero-filled,
-  /// nothing read; round 97 read a dummy row instead: every absent lane of every CTA on the same
-  /// address, 1.18-2.5x slower). `l16` / `l8`: lane * 16 / lane * 8 (kPL 2 passes them from
-  /// registers kept across the loop).
-  static __device__ __forceinline__ void issue_pl(uint32_t sa, const Src& s, uint32_t off,
-                                                  uint32_t l16, uint32_t l8) {
-    static_assert(kRows == 32 && kT == 4, "32 rows: 4 code copies, 2 activation copies");
-    const uint8_t* v = s.w + (off << 3);
-    const uint32_t d = sa + l16;
-    cp_async16_off<0>(d, v);
-    cp_async16_off<512>(d, v);
-    cp_async16_off<1024>(d, v);
-    cp_async16_off<1536>(d, v);
-    cp_async8_sa(sa + kScaleOff + l8, s.s + off);
-    const uint8_t* a8 = reinterpret_cast<const uint8_t*>(s.al) + off;
-    const uint32_t n = static_cast<uint32_t>(s.a_len);
-    cp_async16_off2<kActOff, 0>(d, a8, n);
-    cp_async16_off2<kActOff + 512, 2 * kActCopyK>(d, a8, n);
-  }
-  /// Src of issue_pl: a_len becomes the activation copies' byte count (16: valid token, 0: absent).
-  static __device__ __forceinline__ Src pl_src(Src s) {
-    s.a_len = s.a_len > 0 ? 16 : 0;
-    return s;
-  }
 };
 
 /// Fills the first kS stages of a warp's ring in one pass (fn(s) issues stage s's copies), one
@@ -543,77 +506,60 @@ __device__ __forceinline__ uint32_t mul2_half(uint32_t a, uint32_t b) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-/// The lane's byte offsets in a stage (stage_mma_lo): its weight quad (rows g + 8 j, quad t),
-/// its scale rows g + 8 j and its activation fragment (column g % kT, quad t of step 0).
-struct LaneOffsets {
-  uint32_t w, s, a;
-};
-template <int kRows>
-__device__ __forceinline__ LaneOffsets lane_offsets(int g, int t) {
-  constexpr int kT = DecodeCfg::kTileTokens;
-  return {static_cast<uint32_t>(g * 64 + t * 16),
-          static_cast<uint32_t>(WarpStage<kRows>::kScaleOff + g * 8),
-          static_cast<uint32_t>(WarpStage<kRows>::kActOff + ((g & (kT - 1)) * 4 + t) * 8)};
-}
-
-/// stage_mma with the lane's offsets given (kPL 2 keeps them in registers across the K loop:
-/// under the 80-register cap ptxas otherwise rebuilds them from the thread index every
-/// sub-chunk).
 template <typename OpT, bool kFold, int kSK, int kM>
-__device__ __forceinline__ void stage_mma_lo(const uint8_t* st, float (&acc)[kM][4], int t,
-                                             const LaneOffsets& lo_) {
-  constexpr int kT = DecodeCfg::kTileTokens;
+__device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t) {
+  constexpr int kRows = 16 * kM, kT = DecodeCfg::kTileTokens;
   constexpr bool kOne = kOneMulFold<OpT, kFold, kSK>;
   WeightFrag<detail::kWFp4, OpT> f[2 * kM];
 #pragma unroll
   for (int i = 0; i < 2 * kM; ++i) {
-    const int r = (i >> 1) * 16 + (i & 1) * 8;
-    f[i].v = *reinterpret_cast<const uint4*>(st + lo_.w + r * 64);
-    f[i].s = *reinterpret_cast<const uint2*>(st + lo_.s + r * 8);
+    const int r = (i >> 1) * 16 + (i & 1) * 8 + g;
+    f[i].v = *reinterpret_cast<const uint4*>(st + r * 64 + t * 16);
+    f[i].s = *reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kScaleOff + r * 8);
   }
-  const uint2* s_act = reinterpret_cast<const uint2*>(st + lo_.a);
+  const uint2* s_act = reinterpret_cast<const uint2*>(st + WarpStage<kRows>::kActOff);
   uint32_t sp[2 * kM];  // scale splats of two steps (kOne)
-#define B12X_DEC_STEP(J)                                                             \
-  {                                                                                  \
-    uint32_t a[kM][4];                                                               \
-    float s[2 * kM];                                                                 \
-    _Pragma("unroll") for (int i = 0; i < 2 * kM; ++i) {                             \
-      uint32_t lo, hi;                                                               \
-      if constexpr (kOne) {                                                          \
-        const uint32_t w = u4_word(f[i].v, J / 2);                                   \
-        if (J % 2 == 0) {                                                            \
-          const uint32_t sb = __byte_perm(J < 4 ? f[i].s.x : f[i].s.y, 0u,           \
-                                          0x4040u | (((J + 1) % 4) << 8) | (J % 4)); \
-          sp[i] = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118, steps J and J + 1 */ \
-        }                                                                            \
-        lo = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), sp[i]);       \
-        hi = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), sp[i]);   \
-        s[i] = 0.f;                                                                  \
-      } else {                                                                       \
-        f[i].template decode<J>(lo, hi, nullptr, t);                                 \
-        s[i] = f[i].template scale<J>(kSK);                                          \
-        if constexpr (kFold) {                                                       \
-          const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                            \
-          lo = OpTraits<OpT>::mul2(lo, s2);                                          \
-          hi = OpTraits<OpT>::mul2(hi, s2);                                          \
-        }                                                                            \
-      }                                                                              \
-      a[i >> 1][(i & 1)] = lo;                                                       \
-      a[i >> 1][2 + (i & 1)] = hi;                                                   \
-    }                                                                                \
-    const uint2 b = s_act[J * kT * 4]; /* columns >= kT: unused */                   \
-    _Pragma("unroll") for (int m = 0; m < kM; ++m) {                                 \
-      if constexpr (kFold) {                                                         \
-        OpTraits<OpT>::mma_acc(acc[m], a[m], b.x, b.y);                              \
-      } else {                                                                       \
-        float d[4];                                                                  \
-        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                       \
-        acc[m][0] = fmaf(d[0], s[2 * m], acc[m][0]);                                 \
-        acc[m][1] = fmaf(d[1], s[2 * m], acc[m][1]);                                 \
-        acc[m][2] = fmaf(d[2], s[2 * m + 1], acc[m][2]);                             \
-        acc[m][3] = fmaf(d[3], s[2 * m + 1], acc[m][3]);                             \
-      }                                                                              \
-    }                                                                                \
+#define B12X_DEC_STEP(J)                                                                  \
+  {                                                                                       \
+    uint32_t a[kM][4];                                                                    \
+    float s[2 * kM];                                                                      \
+    _Pragma("unroll") for (int i = 0; i < 2 * kM; ++i) {                                  \
+      uint32_t lo, hi;                                                                    \
+      if constexpr (kOne) {                                                               \
+        const uint32_t w = u4_word(f[i].v, J / 2);                                        \
+        if (J % 2 == 0) {                                                                 \
+          const uint32_t sb = __byte_perm(J < 4 ? f[i].s.x : f[i].s.y, 0u,                \
+                                          0x4040u | (((J + 1) % 4) << 8) | (J % 4));      \
+          sp[i] = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118, steps J and J + 1 */      \
+        }                                                                                 \
+        lo = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), sp[i]);            \
+        hi = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), sp[i]);        \
+        s[i] = 0.f;                                                                       \
+      } else {                                                                            \
+        f[i].template decode<J>(lo, hi, nullptr, t);                                      \
+        s[i] = f[i].template scale<J>(kSK);                                               \
+        if constexpr (kFold) {                                                            \
+          const uint32_t s2 = OpTraits<OpT>::splat(s[i]);                                 \
+          lo = OpTraits<OpT>::mul2(lo, s2);                                               \
+          hi = OpTraits<OpT>::mul2(hi, s2);                                               \
+        }                                                                                 \
+      }                                                                                   \
+      a[i >> 1][(i & 1)] = lo;                                                            \
+      a[i >> 1][2 + (i & 1)] = hi;                                                        \
+    }                                                                                     \
+    const uint2 b = s_act[(J * kT + (g & (kT - 1))) * 4 + t]; /* columns >= kT: unused */ \
+    _Pragma("unroll") for (int m = 0; m < kM; ++m) {                                      \
+      if constexpr (kFold) {                                                              \
+        OpTraits<OpT>::mma_acc(acc[m], a[m], b.x, b.y);                                   \
+      } else {                                                                            \
+        float d[4];                                                                       \
+        OpTraits<OpT>::mma(d, a[m], b.x, b.y);                                            \
+        acc[m][0] = fmaf(d[0], s[2 * m], acc[m][0]);                                      \
+        acc[m][1] = fmaf(d[1], s[2 * m], acc[m][1]);                                      \
+        acc[m][2] = fmaf(d[2], s[2 * m + 1], acc[m][2]);                                  \
+        acc[m][3] = fmaf(d[3], s[2 * m + 1], acc[m][3]);                                  \
+      }                                                                                   \
+    }                                                                                     \
   }
   B12X_DEC_STEP(0);
   B12X_DEC_STEP(1);
@@ -624,11 +570,6 @@ __device__ __forceinline__ void stage_mma_lo(const uint8_t* st, float (&acc)[kM]
   B12X_DEC_STEP(6);
   B12X_DEC_STEP(7);
 #undef B12X_DEC_STEP
-}
-
-template <typename OpT, bool kFold, int kSK, int kM>
-__device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t) {
-  stage_mma_lo<OpT, kFold, kSK, kM>(st, acc, t, lane_offsets<16 * kM>(g, t));
 }
 
 __device__ __forceinline__ uint32_t pack_op(float lo, float hi, bool fp16) {
@@ -789,13 +730,9 @@ __device__ __forceinline__ void group_sync(int id) {
 // tiles at its ends. Every warp splits each piece's sub-chunks as it splits a whole tile; a
 // part's K sums go to fc1_part and the tile's last CTA (fc1_cnt) finishes it.
 // kTR: the chunk-tile refills of WarpStage::issue (launch_gemms: BF16 operands, UE4M3 scales).
-// kPL (probe, with kTR and kLast): 1 the K loop's refills through WarpStage::issue_pl, the next
-// load tracked as (tile, byte offset) instead of a chunk cursor; 2 also the lane's stage offsets
-// kept in registers (stage_mma_lo) instead of rebuilt from the thread index every sub-chunk (not
-// instantiated: it spilled under the 80-register cap, K loop 319 -> 323 SASS instructions).
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
           bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false,
-          bool kTR = false, int kPL = 0>
+          bool kTR = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -809,7 +746,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   static_assert(!kBal || kWM == 1, "balanced FC1: one row warp");
   static_assert(C::kTileTokens * 32 == detail::kFc1BalSlotFloats, "fc1_part slot size");
   static_assert(!kLast || !kBal, "last-warp tile ends: whole tiles only");
-  static_assert(kPL == 0 || (kTR && kLast && kWM == 1), "kPL: the last-warp chunk-tile FC1");
   static_assert(C::kTileTokens <= 4, "kLast: live columns 2 t + {0, 1} with t < 2");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ RouteSmemT<kRC> rs;
@@ -954,15 +890,6 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
   if (ni.t < n_tg) nsrc = src_of(ni.t);
-  // kPL: the next load as (tile nt, byte offset noff = kk * 256 of its sub-chunk kk).
-  if constexpr (kPL > 0) nsrc = St::pl_src(nsrc);
-  int nt = ni.t;
-  uint32_t noff = static_cast<uint32_t>(wk + kWK * ni.k) * 256u;
-  const uint32_t noff_end = static_cast<uint32_t>(nk) * 256u;
-  // kPL 2: the lane's offsets as opaque values (ptxas keeps them instead of rematerialising).
-  LaneOffsets lofs = lane_offsets<32>(g, t);
-  uint32_t l8 = static_cast<uint32_t>(lane) * 8u;
-  if constexpr (kPL >= 2) asm("" : "+r"(lofs.w), "+r"(lofs.s), "+r"(lofs.a), "+r"(l8));
 
   float acc[2][4];
 #pragma unroll
@@ -980,23 +907,10 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     for (int kc = 0; kc < n_kc; ++kc, ++c) {
       cp_async_wait<kS - 1>();
       __syncwarp();
-      const int slot = kPL > 0 ? static_cast<int>(static_cast<unsigned>(c) % kS) : c % kS;
-      if constexpr (kPL >= 2)
-        stage_mma_lo<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, t, lofs);
-      else
-        stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
+      const int slot = c % kS;
+      stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
-      if constexpr (kPL > 0) {
-        if (nt < n_tg) {
-          // (lofs.w = g * 64 + t * 16 = lane * 16)
-          St::issue_pl(ring_sa + slot * C::kFc1Stage, nsrc, noff, lofs.w, l8);
-          noff += kWK * 256u;
-          if (noff >= noff_end) {  // the tile's last sub-chunk of this warp: enter the next
-            noff = static_cast<uint32_t>(wk) * 256u;
-            if (++nt < n_tg) nsrc = St::pl_src(src_of(nt));
-          }
-        }
-      } else if (c + kS < n_my) {
+      if (c + kS < n_my) {
         issue(slot, nsrc, ni, true, true);
         advance(ni);
         if (ni.k == 0 && ni.t < n_tg) nsrc = src_of(ni.t);
@@ -1199,10 +1113,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // (3 CTAs per SM, the register cap of FC1) or 8 x 3 (2 per SM)).
 // kKil: the K-interleaved warp chunks of DecodeArgs::fc2_kil (8 warps x 3 stages, narrow
 // routing; a template constant, so the contiguous ranges' code is unchanged).
-// kPL (probe, with kTR): 1 the refills through WarpStage::issue_pl (the next load as (tile, byte
-// offset), as in the FC1's kPL), 2 also the lane's stage offsets kept in registers.
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
-          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kTR = false, int kPL = 0>
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kTR = false>
 __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
@@ -1213,7 +1125,6 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
       "FC2 rows: 16, or 32 with 8 warps, 2-3 stages and the narrow routing");
   static_assert(!kKil || (kW == 8 && kS == 3 && kRC == detail::kMaxInlineRoutes),
                 "K-interleaved FC2 warps: the 8-warp 3-stage CTA, narrow routing");
-  static_assert(kPL == 0 || (kTR && kR == 32), "kPL: the 32-row chunk-tile FC2");
   constexpr int kM = kR / 16, kStage = C::fc2_stage(kR);
   using St = WarpStage<kR>;
   constexpr int kRing = C::fc2_ring(kW, kS, kR);
@@ -1319,15 +1230,6 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   // Sources of the next chunk's tile, rebuilt only when the cursor enters a new tile.
   typename St::Src nsrc{};
   if (n_my > kS) nsrc = src_of(ni.t);
-  // kPL: the next load as (tile nt, byte offset noff = kk * 256 of its sub-chunk kk).
-  if constexpr (kPL > 0) nsrc = St::pl_src(nsrc);
-  int nt = ni.t;
-  uint32_t noff = static_cast<uint32_t>(ni.k) * 256u;
-  const uint32_t noff_end = static_cast<uint32_t>(nk) * 256u;
-  // kPL 2: the lane's offsets as opaque values (ptxas keeps them instead of rematerialising).
-  LaneOffsets lofs = lane_offsets<kR>(g, t);
-  uint32_t l8 = static_cast<uint32_t>(lane) * 8u;
-  if constexpr (kPL >= 2) asm("" : "+r"(lofs.w), "+r"(lofs.s), "+r"(lofs.a), "+r"(l8));
   __syncthreads();  // s_w / pacc initialised before the first flush
 
   float acc[kM][4];
@@ -1352,24 +1254,9 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     __syncwarp();
     const int slot = ring_slot;
     ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
-    if constexpr (kPL >= 2)
-      stage_mma_lo<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, t, lofs);
-    else
-      stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t);
+    stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t);
     __syncwarp();
-    if constexpr (kPL > 0) {
-      if (c + kS < n_my) {
-        St::issue_pl(ring_sa + slot * kStage, nsrc, noff, lofs.w, l8);
-        noff += jstep * 256u;
-        if (noff >= noff_end) {  // the next chunk is in a later tile
-          do {
-            noff -= noff_end;
-            ++nt;
-          } while (noff >= noff_end);
-          if (c + kS + 1 < n_my) nsrc = St::pl_src(src_of(nt));
-        }
-      }
-    } else if (c + kS < n_my) {
+    if (c + kS < n_my) {
       issue(slot, nsrc, ni.k, true, true);
       if (step(ni) && c + kS + 1 < n_my) nsrc = src_of(ni.t);
     }
