@@ -129,6 +129,9 @@ constexpr bool kStreamQcvt = true;
 /// 10.91 us, MXFP4 W4A4 12.50 -> 11.68; round 90 10.96 / 10.92 against 11.59 / 11.60, 11.71 /
 /// 11.69 against 12.50 / 12.46). SM90 only (unmeasured elsewhere); B12X_GEMM_STREAM_QS=0|1.
 constexpr bool kStreamQs = true;
+/// Session 26: the M = 1 ring's requests after each slot's decode where round 98 measured them
+/// faster (plan rule below; lin::kStreamVarLate).
+constexpr bool kStreamLateRule = true;
 /// Session 20: MXFP4 W4A16 with fold-free weights takes NVFP4 W4A16's one-tile-per-SM rule (the
 /// stream kernel at the 2-CTA cap with the early trigger where 0.9-1 row tiles per SM): round 75
 /// 2048x7168 4.91 (decode kernel) -> 4.51 us (round 74 4.90 -> 4.52).
@@ -1762,12 +1765,30 @@ Plan plan(const Caps& caps) {
           p.decode_stream_var = 0;  // the CTA's staging (W4A4: after the pre-pass)
           p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
         }
-        // Session 26 probe (B12X_GEMM_STREAM_LATE=1): the ring's requests after each slot's
-        // decode (lin::kStreamVarLate) where the grid and variant have the instance.
-        if (const char* e = std::getenv("B12X_GEMM_STREAM_LATE");
-            e != nullptr && e[0] == '1' &&
-            lin::stream_late_available(wf, c.parts, occ, p.decode_stream_var))
-          p.decode_stream_var |= lin::kStreamVarLate;
+        // Session 26 (kStreamLateRule, SM90): the ring's requests after each slot's decode
+        // (lin::kStreamVarLate: no register copy of the slot) where round 98 measured it faster
+        // at M = 1 (two interleaved samples, us): the 8-part blocks with more CTAs than SMs for
+        // NVFP4 W4A4 (4096x4096 4.63 / 4.62 -> 4.45 / 4.47, 4096x14336 10.75 / 10.84 -> 10.47 /
+        // 10.45), MXFP4 W4A16 (4.25 / 4.23 -> 4.14 / 4.14, 9.99 / 10.01 -> 9.65 / 9.64) and NVFP4
+        // W4A16 where each warp has >= 16 vectors (4096x14336 9.96 / 9.98 -> 9.74 / 9.80; 4096x4096
+        // even); MXFP4's kLean 3-CTA blocks (6144x4096 W4A16 5.75 / 5.71 -> 5.52 / 5.50, W4A4 6.15
+        // / 6.13 -> 6.05 / 6.04); MXFP4 W4A4's 2-part staging (14336x4096 11.19 / 11.16 -> 10.98 /
+        // 11.02). It lost on one CTA per SM (2048x7168 +0.1-0.8 us), NVFP4's 2-part staging
+        // (14336x4096 W4A16 +0.27) and MXFP4 W4A4's 8-part blocks (4096x14336 +0.06).
+        // B12X_GEMM_STREAM_LATE=0|1 overrides (=1: wherever an instance exists).
+        {
+          const bool w4a4 = !w4a16;
+          const bool mx = wf == lin::WFmt::kMxfp4;
+          const bool blocks2 = occ == 2 && c.parts == 8 && c.ctas > sms;
+          const bool rule = kStreamLateRule && sm90 &&
+                            ((blocks2 && (mx ? w4a16 : (w4a4 || p.decode_stream_vp >= 16))) ||
+                             (mx && occ == 3 && c.parts == 8) ||
+                             (mx && w4a4 && occ == 2 && c.parts == 2 && p.decode_stream_var == 40));
+          const char* e = std::getenv("B12X_GEMM_STREAM_LATE");
+          if ((e != nullptr ? e[0] == '1' : rule) &&
+              lin::stream_late_available(wf, c.parts, occ, p.decode_stream_var))
+            p.decode_stream_var |= lin::kStreamVarLate;
+        }
         // MXFP4's variant-free instances take fold-free weights only (session 21 removed the
         // fold's, reached by knobs alone): such a plan runs other weights on the decode kernel,
         // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.

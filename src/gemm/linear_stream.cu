@@ -69,35 +69,34 @@ StreamFn stream_qs_fn(bool mx, bool mx_free, int parts) {
 /// parts. At the 3-CTA cap with 8 parts only and kLean's registers (+64, session 20; without kLean
 /// the instances spilled 80-120 bytes and lost, round 75: 6144x4096 NVFP4 W4A16 7.33 us vs 6.43
 /// staged, kLean 5.70): W4A16 192 (MXFP4 fold-free), W4A4 232.
-template <bool kMx>
-StreamFn stream_late_fmt(int parts, int occ, int base) {
+/// Session 26 (kLate, linear.cc's kStreamLateRule; SM90): the instances its rule reaches — NVFP4
+/// 8-part blocks at the 2-CTA cap (W4A16 128, W4A4 168), fold-free MXFP4's 8-part W4A16 blocks
+/// (128), kLean 3-CTA blocks (192 / 232) and W4A4's 2-part staging (40).
+StreamFn stream_late_fn(bool mx, int parts, int occ, int base) {
   constexpr int L = kStreamVarLate;
+  if (!mx)
+    return occ != 2 || parts != 8 ? nullptr
+           : base == 128          ? &linear_stream_kernel<8, 2, 1, false, false, L | 128>
+           : base == 168          ? &linear_stream_kernel<8, 2, 1, false, false, L | 168>
+                                  : nullptr;
   if (occ == 3)
     return parts != 8    ? nullptr
-           : base == 192 ? &linear_stream_kernel<8, 3, 1, kMx, kMx, L | 192>
-           : base == 232 ? &linear_stream_kernel<8, 3, 1, kMx, kMx, L | 232>
+           : base == 192 ? &linear_stream_kernel<8, 3, 1, true, true, L | 192>
+           : base == 232 ? &linear_stream_kernel<8, 3, 1, true, true, L | 232>
                          : nullptr;
   if (occ != 2) return nullptr;
-  if (parts == 2)
-    return base == 0    ? &linear_stream_kernel<2, 2, 1, kMx, kMx, L>
-           : base == 40 ? &linear_stream_kernel<2, 2, 1, kMx, kMx, L | 40>
-                        : nullptr;
-  if (parts == 8)
-    return base == 128   ? &linear_stream_kernel<8, 2, 1, kMx, kMx, L | 128>
-           : base == 168 ? &linear_stream_kernel<8, 2, 1, kMx, kMx, L | 168>
-                         : nullptr;
-  return nullptr;
+  return parts == 8 && base == 128  ? &linear_stream_kernel<8, 2, 1, true, true, L | 128>
+         : parts == 2 && base == 40 ? &linear_stream_kernel<2, 2, 1, true, true, L | 40>
+                                    : nullptr;
 }
 
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
   if (var & kStreamVarLate) {
-    // Session 26 probe (B12X_GEMM_STREAM_LATE=1): the ring's requests after each slot's decode,
-    // on the bench shapes' plans (2-CTA cap: 2 parts var 0 / 40, 8 parts 128 / 168; 3-CTA kLean
-    // 192 / 232), NVFP4 and fold-free MXFP4; other MXFP4 weights run the plan's own variant.
+    // Session 26 (kLate): other MXFP4 weights than fold-free ones run the plan's own variant.
     const int base = var & ~kStreamVarLate;
     if (mx && !mx_free) return base != 0 ? stream_var_fn(f, parts, occ, base, mx_free) : nullptr;
-    return mx ? stream_late_fmt<true>(parts, occ, base) : stream_late_fmt<false>(parts, occ, base);
+    return stream_late_fn(mx, parts, occ, base);
   }
   if (occ == 3) {
     if (parts != 8) return nullptr;

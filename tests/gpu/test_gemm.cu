@@ -1714,30 +1714,37 @@ gemm::Plan plan_m1(LinearFormat f, int64_t N, int64_t K) {
 }
 
 TEST(GemmGpu, DecodeStreamLate) {
-  // Session 26 probe (B12X_GEMM_STREAM_LATE=1, var bit 4096): each ring slot's next vector
-  // requested after the slot's decode, NVFP4 / fold-free MXFP4 (codes 0..135), W4A16 / W4A4, on
-  // the 2-part (var 0 / 40) and 8-part (128 / 168) grids at the 2-CTA cap and kLean's 3-CTA
-  // blocks (192 / 232); K tails (1312, 4832), bias, an FP16 output, graphs.
+  // Session 26 (kStreamLateRule, var bit 4096; B12X_GEMM_STREAM_LATE=1 forces it): each ring
+  // slot's next vector requested after the slot's decode, on the instances the SM90 rule reaches:
+  // NVFP4 W4A16 / W4A4 and fold-free MXFP4 W4A16 (codes 0..135) on the 8-part blocks at the
+  // 2-CTA cap, MXFP4 W4A16 / W4A4 on kLean's 3-CTA blocks, MXFP4 W4A4's 2-part staging; K tails
+  // (1312, 4832), bias, an FP16 output, graphs.
   B12X_REQUIRE_GPU();
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
       el("B12X_GEMM_STREAM_LATE", "1");
   MxCodeTweak tw(0);
+  struct LateCase {
+    LinearFormat f;
+    const char *parts, *occ;
+  };
+  const LateCase cases[] = {
+      {LinearFormat::kNvfp4W4A16, "8", "2"}, {LinearFormat::kNvfp4, "8", "2"},
+      {LinearFormat::kMxfp4W4A16, "8", "2"}, {LinearFormat::kMxfp4W4A16, "8", "3"},
+      {LinearFormat::kMxfp4, "8", "3"},      {LinearFormat::kMxfp4, "2", "2"}};
   int k = 0;
-  for (const char* parts : {"2", "8", "8lean"})
-    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                                 LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4}) {
-      const bool lean = parts[1] != 0;
-      ScopedEnv ep("B12X_GEMM_STREAM_PARTS", lean ? "8" : parts),
-          eo("B12X_GEMM_STREAM_OCC", lean ? "3" : "2"), ej("B12X_GEMM_STREAM_JIT", lean ? "4" : "");
-      const int64_t N = (k % 2) ? 72 : 200, K = (k % 3) ? 4832 : 1312;
-      EXPECT_NE(plan_m1(f, N, K).decode_stream_var & gemm::lin::kStreamVarLate, 0)
-          << parts << " " << static_cast<int>(f);
-      const bool mx = f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4;
-      expect_stream_launch(
-          {f, 1, N, K, DType::kBF16, k % 5 == 3 ? DType::kFP16 : DType::kBF16, (k % 2) == 0},
-          /*graph=*/k % 4 == 1, mx);
-      ++k;
-    }
+  for (const LateCase& lc : cases) {
+    const bool lean = lc.occ[0] == '3';
+    ScopedEnv ep("B12X_GEMM_STREAM_PARTS", lc.parts), eo("B12X_GEMM_STREAM_OCC", lc.occ),
+        ej("B12X_GEMM_STREAM_JIT", lean ? "4" : "");
+    const int64_t N = (k % 2) ? 72 : 200, K = (k % 3) ? 4832 : 1312;
+    EXPECT_NE(plan_m1(lc.f, N, K).decode_stream_var & gemm::lin::kStreamVarLate, 0)
+        << lc.parts << " " << lc.occ << " " << static_cast<int>(lc.f);
+    const bool mx = lc.f == LinearFormat::kMxfp4W4A16 || lc.f == LinearFormat::kMxfp4;
+    expect_stream_launch(
+        {lc.f, 1, N, K, DType::kBF16, k == 3 ? DType::kFP16 : DType::kBF16, (k % 2) == 0},
+        /*graph=*/k % 4 == 1, mx);
+    ++k;
+  }
 }
 
 TEST(GemmGpu, DecodeStreamJit) {
