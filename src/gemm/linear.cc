@@ -2072,11 +2072,11 @@ Plan plan(const Caps& caps) {
         // Session 26 (kS16W16Rule, Plan::stream16_w16, lin::kS16VarW16; B12X_GEMM_S16_W16=0|1):
         // the staged-once kernel with 16 warps over two K halves of the same tiles, one CTA per
         // SM, the split chosen as above for one CTA per SM with vp a multiple of 8 (each half
-        // whole chunks), up to lin::kS16W16MaxVp on SM90 (131 KB of staging), 16 elsewhere (99
-        // KB); its early trigger where the grid fills <= 90 % of the SMs. The rule (SM90) takes
+        // whole chunks) up to lin::kS16OnceMaxVp; its early trigger where the grid fills <= 90 %
+        // of the SMs. The rule (SM90) takes
         // it where the 8-warp grid's split (partials) already has at most one CTA per SM and the
         // 16-warp split is the same: MXFP4 W4A4 up to the SM count, NVFP4 W4A16 / W4A4 up to 90 %
-        // of it (see kS16W16Rule). =1 forces it (any shape and format), =0 never.
+        // of it, from more than half of it (see kS16W16Rule). =1 forces it, =0 never.
         const char* ew = std::getenv("B12X_GEMM_S16_W16");
         const int64_t ctas8 = gx * split;
         const bool w16_fmt =
@@ -2084,12 +2084,15 @@ Plan plan(const Caps& caps) {
                 ? ctas8 <= sms
                 : (f == LinearFormat::kNvfp4W4A16 || (f == LinearFormat::kNvfp4 && qa)) &&
                       ctas8 * 10 <= 9 * sms;
+        // (Measured at 85 / 97 % of the SMs: smaller grids keep the 8-warp kernel, and so do
+        // plans with the cluster or lo-split knobs set.)
         const bool w16_rule = ew == nullptr && kS16W16Rule && sm90 && force_split == 0 &&
-                              split > 1 && w16_fmt &&
-                              std::getenv("B12X_GEMM_S16_CLUSTER") == nullptr;
+                              split > 1 && w16_fmt && ctas8 * 2 > sms &&
+                              std::getenv("B12X_GEMM_S16_CLUSTER") == nullptr &&
+                              std::getenv("B12X_GEMM_S16_LOSPLIT") == nullptr;
         if ((w16_rule || (ew != nullptr && ew[0] == '1')) && (var & lin::kS16VarOnce) &&
             split > 0) {
-          const int max_vp = sm90 ? lin::kS16W16MaxVp : lin::kS16OnceMaxVp;
+          const int max_vp = lin::kS16OnceMaxVp;
           int ws = 0, wvp = 0;
           for (int sp = 1; sp <= 256; ++sp) {
             const int vp = lin::stream16_vectors_per_cta(geo.kvec, sp, 2 * kS16ChunkVLo);

@@ -129,9 +129,8 @@ inline constexpr int kS16VarCluster = 2;
 inline constexpr int kS16VarQa = 4;
 /// Session 26 (Plan::stream16_w16; SM90 rule kS16W16Rule in linear.cc, B12X_GEMM_S16_W16=0|1):
 /// the staged-once kernel with 16 warps, two K halves of the same tiles summed in shared memory (1
-/// CTA per SM; p.stream_vp a multiple of 8, at most kS16W16MaxVp; partials only, no cluster).
+/// CTA per SM; p.stream_vp a multiple of 8, at most kS16OnceMaxVp; partials only, no cluster).
 inline constexpr int kS16VarW16 = 8;
-inline constexpr int kS16W16MaxVp = 32;
 /// Host only: whether the 16-warp instances of format f (qa: FP4 activations converted in the
 /// staging; else BF16) exist for every token-tile count and MXFP4 splat kind.
 bool stream16_w16_available(WFmt f, bool qa);

@@ -17,8 +17,6 @@ static_assert(kStreamRowsSmemBudget + kStreamRedBytes<4> <= 101376,
 static_assert(kS16SmemBytes<2, true> <= 101376, "M <= 16 block kernel: staging slots exceed 99 KB");
 static_assert(s16_once_smem(2, kS16OnceMaxVp) <= 101376,
               "M <= 16 block kernel, staged once: activations + splats exceed 99 KB");
-static_assert(s16_once_smem(2, kS16W16MaxVp) <= 232448,
-              "M <= 16 block kernel, 16 warps: activations + splats exceed SM90's 227 KB");
 
 namespace {
 
@@ -299,8 +297,7 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
   const int split = std::max(p.split, 1);
   B12X_ASSERT(k != nullptr && (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
                   smem == stream16_smem_bytes(tw, qx, var, p.stream_vp) &&
-                  (!(var & kS16VarOnce) || p.stream_vp <= kS16OnceMaxVp ||
-                   ((var & kS16VarW16) && p.stream_vp <= kS16W16MaxVp)) &&
+                  (!(var & kS16VarOnce) || p.stream_vp <= kS16OnceMaxVp) &&
                   (!(var & kS16VarW16) || p.stream_vp % (2 * kS16ChunkV) == 0),
               "M <= 16 block kernel: format ", static_cast<int>(f), " tw=", tw, " qx=", qx,
               " var=", var, " vp=", p.stream_vp, " smem=", smem);

@@ -1116,7 +1116,7 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
 ///
 /// kW16 (session 26 probe, lin::kS16VarW16): 16 warps, two K halves of the same 8 x kTw tiles —
 /// warps 0..7 the range's first vp / 2 vectors, warps 8..15 the rest (p.stream_vp a multiple of 8,
-/// at most lin::kS16W16MaxVp) — summed in shared memory at the end, so an SM that holds one CTA
+/// at most lin::kS16OnceMaxVp) — summed in shared memory at the end, so an SM that holds one CTA
 /// runs 16 warps where the 8-warp CTA gave the small grids 8 (session 25: 0.50 eligible warps per
 /// scheduler at 4096x4096 against M = 1's 0.93). The staging and the splats are the 8-warp
 /// kernel's bytes (each warp's splats cover its half), 1 CTA per SM (512 x <= 128 registers).
