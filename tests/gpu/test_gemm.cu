@@ -4629,20 +4629,13 @@ void widen_blocks(Acts& a, int sh) {
   }
 }
 
-/// Runs case c with element 35 of the activations (block 1) NaN and element 200 (block 6) +Inf
-/// and expects every output non-finite (every row reads every block; IQ2 weights are never 0).
-void run_nonfinite(const Case& c) {
-  SCOPED_TRACE(name(c));
-  HostWeight hw = make_weight(c.fmt, c.N, c.K);
+/// Runs case c once on its plan (BF16 output, no bias) with the host activations edited by tweak
+/// before the upload; returns the outputs (a: the activations the reference reads).
+std::vector<uint16_t> run_once(const Case& c, HostWeight& hw, Acts& a,
+                               const std::function<void(Acts&)>& tweak) {
   const auto pw = gemm::PackedWeight::pack(hw.src(c.fmt), 0, nullptr);
-  Acts a;
   make_acts(c, a);
-  uint16_t* x = reinterpret_cast<uint16_t*>(a.x.data());
-  const bool h = a.x_dtype == DType::kFP16;
-  for (int64_t m = 0; m < c.M; ++m) {
-    x[m * c.K + 35] = h ? 0x7E00 : 0x7FC0;
-    x[m * c.K + 200] = h ? 0x7C00 : 0x7F80;
-  }
+  tweak(a);
   a.upload();
   const gemm::Plan plan = linear_plan(c.fmt, c.M, c.N, c.K, a.x_dtype);  // BF16 output
   DeviceBuffer<uint8_t> scratch(std::max<int64_t>(plan.scratch_bytes, 1));
@@ -4654,11 +4647,69 @@ void run_nonfinite(const Case& c) {
   const gemm::Binding b =
       gemm::bind(plan, scratch_t, a.dev_x(0), a.dev_xs(0), *pw, out_t, TensorRef{}, TensorRef{});
   gemm::run(b, nullptr);
-  B12X_TEST_CUDA(cudaDeviceSynchronize());
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  return out.download();
+}
+
+/// Runs case c with element 35 of the activations (block 1) NaN and element 200 (block 6) +Inf
+/// and expects every output non-finite (every row reads every block; IQ2 weights are never 0).
+void run_nonfinite(const Case& c) {
+  SCOPED_TRACE(name(c));
+  HostWeight hw = make_weight(c.fmt, c.N, c.K);
+  Acts a;
+  const auto out = run_once(c, hw, a, [&](Acts& acts) {
+    uint16_t* x = reinterpret_cast<uint16_t*>(acts.x.data());
+    const bool h = acts.x_dtype == DType::kFP16;
+    for (int64_t m = 0; m < c.M; ++m) {
+      x[m * c.K + 35] = h ? 0x7E00 : 0x7FC0;
+      x[m * c.K + 200] = h ? 0x7C00 : 0x7F80;
+    }
+  });
   int finite = 0;
-  for (uint16_t v : out.download())
-    finite += std::isfinite(from_half_bits(v, DType::kBF16)) ? 1 : 0;
+  for (uint16_t v : out) finite += std::isfinite(from_half_bits(v, DType::kBF16)) ? 1 : 0;
   EXPECT_EQ(finite, 0);
+}
+
+/// The two-piece bound (review s26 item 3), case c (BF16 activations) with blocks widened by 2^sh:
+/// per element, with E = floor(log2 max |x|) of its 32-K block (at least -100), a loss of at most
+/// 2^(E - 14), none where |x| >= 2^(E - 6) (BF16's 8 bits then sit on the 2^(E - 13) grid);
+/// |out - ref| <= |ref| / 128 (BF16 output) + sum_k |w_k| loss_k + the fp32 sums' rounding
+/// ((K / 32 + 8) 2^-24 sum_k |w_k x_k|). Plain data then checks the exact elements exactly (no
+/// 1e-3 rms slack).
+void run_imma_bound(const Case& c, int sh) {
+  SCOPED_TRACE(name(c) + " widened 2^" + std::to_string(sh));
+  HostWeight hw = make_weight(c.fmt, c.N, c.K);
+  Acts a;
+  const auto out = run_once(c, hw, a, [&](Acts& acts) {
+    if (sh > 0) widen_blocks(acts, sh);
+  });
+  const gemm::WeightSource src = hw.src(c.fmt);
+  const std::vector<double> w = reference::linear_dequantize_weight(src);
+  std::vector<double> ref(c.M * c.N), bound(c.M * c.N);
+  reference::linear(src, a.host_x(), a.host_xs(), a.alpha, TensorRef{},
+                    TensorRef::contiguous(ref.data(), DType::kFP64, {c.M, c.N}));
+  const uint16_t* xb = reinterpret_cast<const uint16_t*>(a.x.data());
+  std::vector<double> x(c.K), loss(c.K);
+  for (int64_t m = 0; m < c.M; ++m) {
+    for (int64_t k = 0; k < c.K; ++k) x[k] = from_half_bits(xb[m * c.K + k], DType::kBF16);
+    for (int64_t k0 = 0; k0 < c.K; k0 += 32) {
+      double mx = 0;
+      for (int64_t k = k0; k < k0 + 32; ++k) mx = std::max(mx, std::fabs(x[k]));
+      const int E = mx > 0 ? std::max(std::ilogb(mx), -100) : -100;
+      for (int64_t k = k0; k < k0 + 32; ++k)
+        loss[k] = std::fabs(x[k]) >= std::ldexp(1.0, E - 6) ? 0.0 : std::ldexp(1.0, E - 14);
+    }
+    for (int64_t n = 0; n < c.N; ++n) {
+      double err = 0, mag = 0;
+      for (int64_t k = 0; k < c.K; ++k) {
+        err += std::fabs(w[n * c.K + k]) * loss[k];
+        mag += std::fabs(w[n * c.K + k] * x[k]);
+      }
+      bound[m * c.N + n] = err + (c.K / 32 + 8) * std::ldexp(mag, -24);
+    }
+  }
+  const Check ck = check_out(out, DType::kBF16, ref, &bound);
+  EXPECT_EQ(ck.bad, 0) << ck.cmp.str() << " worst err/tol=" << ck.worst;
 }
 
 /// The integer-MMA GEMV's cases for format f, M = 1 on plan variant v1 and M = 2 on v2
@@ -4685,6 +4736,7 @@ void imma_cases(LinearFormat f, const char* v1, const char* v2, int w1, int w2) 
     run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
     run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true}, false, nullptr, wide20);
     run_nonfinite({f, 1, 72, 2304, DType::kBF16, DType::kBF16, false});
+    for (int sh : {0, 12}) run_imma_bound({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false}, sh);
   }
   ScopedEnv ev("B12X_GGML_GEMV_VAR", v2);
   EXPECT_EQ(bf16_plan(f, 2, 4096, 4096).ggml_gemv_var, std::atoi(v2));
