@@ -828,6 +828,17 @@ __device__ __forceinline__ void s16_stage_x8(const LinearParams& p, const uint16
   *reinterpret_cast<uint4*>(d) = make_uint4(pr[0], pr[1], pr[2], pr[3]);
 }
 
+/// f(acc[j][n][i], j, n, i) over a warp's block-kernel accumulators (compile-time indices).
+template <int kTw, int kNt, class F>
+__device__ __forceinline__ void s16_each_acc(const float (&acc)[kTw][kNt][4], F f) {
+#pragma unroll
+  for (int j = 0; j < kTw; ++j)
+#pragma unroll
+    for (int n = 0; n < kNt; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) f(acc[j][n][i], j, n, i);
+}
+
 /// The block kernels' K split summed in a thread-block cluster (session 23, kCl; the split's
 /// gridDim.y CTAs of one blockIdx.x are one cluster): each CTA's fp32 tile [token][row of the CTA]
 /// in its shared memory (the loop's activations and splats, after a CTA barrier), then
@@ -846,14 +857,9 @@ __device__ __forceinline__ void s16_cluster_store(const LinearParams& p,
   constexpr int kPitch = kS16ClPitch<kTw>;
   float* const part = reinterpret_cast<float*>(smem);
   __syncthreads();  // every warp is past its last read of the activations and splats
-#pragma unroll
-  for (int j = 0; j < kTw; ++j)
-#pragma unroll
-    for (int n = 0; n < kNt; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-        part[(8 * n + 2 * t + (i & 1)) * kPitch + (warp * kTw + j) * 16 + g + 8 * (i >> 1)] =
-            acc[j][n][i];
+  s16_each_acc(acc, [&](float a, int j, int n, int i) {
+    part[(8 * n + 2 * t + (i & 1)) * kPitch + (warp * kTw + j) * 16 + g + 8 * (i >> 1)] = a;
+  });
   constexpr int kQuads = kStreamWarps * kTw * 4;  // float4s of a token row
   const int rows = tpc * 16;
   cluster_sum_f4(
@@ -1291,27 +1297,16 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
     float* const red = reinterpret_cast<float*>(dsm);
     constexpr int kAcc = kTw * kNt * 4;
     __syncthreads();  // every warp is past its last read of the activations and splats
-    if (half == 1) {
-#pragma unroll
-      for (int j = 0; j < kTw; ++j)
-#pragma unroll
-        for (int n = 0; n < kNt; ++n)
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-            red[((wt * kAcc) + (j * kNt + n) * 4 + i) * 32 + lane] = acc[j][n][i];
-    }
+    auto slot = [&](int j, int n, int i) {
+      return (wt * kAcc + (j * kNt + n) * 4 + i) * 32 + lane;
+    };
+    if (half == 1) s16_each_acc(acc, [&](float a, int j, int n, int i) { red[slot(j, n, i)] = a; });
     __syncthreads();
     if (half == 1) {
       griddep_launch_dependents();
       return;
     }
-#pragma unroll
-    for (int j = 0; j < kTw; ++j)
-#pragma unroll
-      for (int n = 0; n < kNt; ++n)
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          acc[j][n][i] += red[((wt * kAcc) + (j * kNt + n) * 4 + i) * 32 + lane];
+    s16_each_acc(acc, [&](float, int j, int n, int i) { acc[j][n][i] += red[slot(j, n, i)]; });
   }
   if constexpr (kCl) {
     s16_cluster_store<kTw, kNt>(p, acc, dsm, cr.row0, cr.tpc, mult, warp, g, t);
