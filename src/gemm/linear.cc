@@ -1063,7 +1063,10 @@ Plan plan(const Caps& caps) {
       const auto bal_fits = [&](int warps) {
         return ggml_bal_fits(wf, geo.n16, K, dev.sm_count, warps);
       };
-      p.ggml_gemv_var = var != 0 && var_ok(var, p.ggml_gemv_occ) && var_ok(var, 0) &&
+      // The integer-MMA GEMV's vars (kGgmlImmaVar) are not the BF16 GEMV's variant bits (a Q8_0
+      // plan would otherwise keep 8195 and run() take it for the integer-MMA kernel).
+      p.ggml_gemv_var = var != 0 && (var & lin::kGgmlImmaVar) == 0 &&
+                                var_ok(var, p.ggml_gemv_occ) && var_ok(var, 0) &&
                                 ((var & 4096) == 0 || bal_fits(p.ggml_gemv_warps))
                             ? var
                             : 0;

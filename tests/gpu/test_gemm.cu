@@ -4746,8 +4746,8 @@ TEST(GemmGpu, GgmlGemvImma) {
   // Sessions 25-26: IQ2 at M <= 2 on integer MMA with two activation pieces (15 bits: exact
   // within 2^6 of the block's largest BF16 value, else < 2^-14 of it lost per element; BF16
   // activations). B12X_GGML_GEMV_VAR 8195 (+ loads by the supplying lanes; 16 warps): IQ2_XXS M =
-  // 1, 2, IQ2_XS M = 1; 8193 (24 warps): IQ2_XS M = 1, 2. M = 3 and the others: not (Q8_0's
-  // BF16 GEMV reads the var knob as its own variant bits: round 99).
+  // 1, 2, IQ2_XS M = 1; 8193 (24 warps): IQ2_XS M = 1, 2. M = 3, the others, Q8_0: not (round 99:
+  // Q8_0's BF16 GEMV took 8195 as its own variant bits; the plan now ignores such vars there).
   ScopedEnv e("B12X_GGML_GEMV", "1");
   {
     ScopedEnv ev("B12X_GGML_GEMV_VAR", "8195");
@@ -4755,6 +4755,7 @@ TEST(GemmGpu, GgmlGemvImma) {
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, 8195);
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var & 8192, 0);
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 3, 4096, 4096).ggml_gemv_var & 8192, 0);
+    EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
     ScopedEnv ev2("B12X_GGML_GEMV_VAR", "8193");
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_warps, 24);
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
