@@ -1645,6 +1645,9 @@ TEST(GemmGpu, DecodeStreamTrig) {
 
 TEST(GemmGpu, DecodeStreamQx) {
   B12X_REQUIRE_GPU();
+  // The base variants pinned here: session 26's late ring requests (kStreamLateRule, var bit
+  // 4096) off; DecodeStreamLate covers them.
+  ScopedEnv enl("B12X_GEMM_STREAM_LATE", "0");
   // Session 16: W4A4's NVFP4 activations converted in the M = 1 stream kernel's staging (no
   // pre-pass; default where K <= 8192, B12X_GEMM_STREAM_QX=0|1) at the 2-CTA cap with K parts 1 /
   // 2 / 4 (8 parts take the per-warp blocks, DecodeStreamJit; session 21 removed the 3-CTA
@@ -1747,6 +1750,9 @@ TEST(GemmGpu, DecodeStreamJit) {
   // replayed graphs. (Session 21 removed the knob-only instances: the blocks at 1..4 parts but
   // for MXFP4 W4A4, v136, the fold's v128.)
   B12X_REQUIRE_GPU();
+  // The base variants pinned here: session 26's late ring requests (kStreamLateRule, var bit
+  // 4096) off; DecodeStreamLate covers them.
+  ScopedEnv enl("B12X_GEMM_STREAM_LATE", "0");
   {
     auto var = [](LinearFormat f, int64_t N, int64_t K) {
       return plan_m1(f, N, K).decode_stream_var;
@@ -1821,6 +1827,9 @@ TEST(GemmGpu, DecodeStreamQs) {
   B12X_REQUIRE_GPU();
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), eo("B12X_GEMM_STREAM_OCC", "2"),
       eqs("B12X_GEMM_STREAM_QS", "1");  // the SM90 default, forced elsewhere
+  // The base variants pinned here: session 26's late ring requests (kStreamLateRule, var bit
+  // 4096) off; DecodeStreamLate covers them.
+  ScopedEnv enl("B12X_GEMM_STREAM_LATE", "0");
   int n = 0;
   for (const char* parts : {"1", "2", "4"}) {
     ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
