@@ -31,7 +31,8 @@ using ImmaFn = void (*)(const LinearParams);
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   using namespace imma;
   const bool xs = f == WFmt::kIq2Xs;
-  if (fp16 || M < 1 || M > 2) return nullptr;
+  // IQ2 weights only: a forced B12X_GGML_GEMV_VAR on a Q8_0 plan must find no kernel here.
+  if (fp16 || M < 1 || M > 2 || (f != WFmt::kIq2Xs && f != WFmt::kIq2Xxs)) return nullptr;
   if (var == (kGgmlImmaVar | kP2 | kPred) && warps == 16) {
     if (xs)
       return M == 1 ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kP2 | kPred> : nullptr;
