@@ -135,18 +135,12 @@ __device__ __forceinline__ void xsh_cluster_wait() {
 #endif
 }
 /// Thread 0: the barrier (one arrival: its own, with the staged bytes as the transactions).
-__device__ __forceinline__ void xsh_bar_init(uint32_t bar) {
+__device__ __forceinline__ void xsh_bar_init(uint32_t bar, uint32_t bytes) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
   // Visible to the async proxy and the cluster (the peers' multicasts complete on it) before the
   // cluster barrier that lets them issue.
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-#else
-  __trap();
-#endif
-}
-__device__ __forceinline__ void xsh_bar_expect(uint32_t bar, uint32_t bytes) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
                : "memory");
 #else
@@ -317,13 +311,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   [[maybe_unused]] const int64_t xvb =
       c_begin < c_end ? min(p.K, c_end * kKS) - c_begin * kKS : int64_t{0};
   if constexpr (kXsh) {
-    // One thread inits and arms the barrier, in order. The warp barrier between the two keeps
-    // that order visible to racecheck: in the two-token-tile instance ptxas if-converted the init
-    // into a warp-uniform instruction that racecheck attributes to all 32 lanes, and reported 32
-    // hazards against lane 0's arrive (round 100).
-    if (threadIdx.x == 0) xsh_bar_init(xbar);
-    __syncwarp();
-    if (threadIdx.x == 0) xsh_bar_expect(xbar, static_cast<uint32_t>(rows * xvb));
+    if (threadIdx.x == 0) xsh_bar_init(xbar, static_cast<uint32_t>(rows * xvb));
     xsh_cluster_arrive();  // waited for after griddep_wait, before the multicasts
   }
 
