@@ -342,9 +342,10 @@ struct Plan {
   int stream16_split_lo = 0;
   int stream16_vp_lo = 0;
   int64_t stream16_smem_lo = 0;
-  /// NVFP4 / MXFP4 block kernel, staged once (session 26 probe, B12X_GEMM_S16_W16=1): CTAs of 16
-  /// warps, two K halves of the same tiles summed in shared memory, one CTA per SM, the split
-  /// chosen for that (stream16_vp a multiple of 8, up to 32 on SM90), partials + reduce.
+  /// NVFP4 / MXFP4 block kernel, staged once (session 26; SM90 default by the plan's kS16W16Rule,
+  /// B12X_GEMM_S16_W16=0|1): CTAs of 16 warps, two K halves of the same tiles summed in shared
+  /// memory, one CTA per SM, the split chosen for that (stream16_vp a multiple of 8, at most
+  /// kS16OnceMaxVp = 16), partials + reduce.
   bool stream16_w16 = false;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its

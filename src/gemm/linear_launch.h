@@ -67,8 +67,8 @@ bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows = 1
 /// Session 24 (default; B12X_GEMM_STREAM_QS=0 off): W4A4 FP4 activations converted in the staging
 /// by pair arithmetic (stream_var 40 = 8 | 32), NVFP4 and MXFP4.
 bool stream_qs_available(int parts, int occ);
-/// Session 26 probe: the M = 1 stream kernel's late ring requests (kStreamVarLate) for this
-/// format, grid and variant.
+/// Session 26 (SM90 default by the plan's kStreamLateRule): the M = 1 stream kernel's late ring
+/// requests (kStreamVarLate) exist for this format, grid and variant.
 bool stream_late_available(WFmt f, int parts, int occ, int var);
 /// Staging budget at M = 1: what SM12x's 99 KB per block leave beside the static shared memory
 /// (the 1 KB reduction buffer; static_assert in linear_stream.cu) and margin (K up to ~46k).

@@ -73,8 +73,8 @@ struct LinearParams {
   int reduce_trig;
 };
 
-/// LinearParams::stream_var bit of the M = 1 stream kernel's late ring requests (session 26 probe,
-/// B12X_GEMM_STREAM_LATE=1; linear_stream_kernel's kLate).
+/// LinearParams::stream_var bit of the M = 1 stream kernel's late ring requests (session 26; SM90
+/// default by kStreamLateRule, B12X_GEMM_STREAM_LATE=0|1; linear_stream_kernel's kLate).
 inline constexpr int kStreamVarLate = 4096;
 
 /// Activation source kinds of the weight-streaming kernel.
