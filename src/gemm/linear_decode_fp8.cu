@@ -25,7 +25,7 @@ DecodeFn pick_decode_fp8(WFmt f, int nt, int ws, bool pipe, bool half, int deep,
 DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma, int nt) {
   constexpr WFmt F = WFmt::kFp8;
   if (f != F || deep < 0 || deep > 1) return nullptr;
-  // Session 26 probe: two token tiles (M = 9..16), f16 MMAs, the default ring.
+  // Session 26 (default, XSHARE16): two token tiles (M = 9..16), f16 MMAs, the default ring.
   if (nt == 2)
     return mma == 1 && deep == 0
                ? &linear_decode_kernel<F, Bf16Tag, 2, 4, false, false, 0, false, 1, true>

@@ -115,7 +115,7 @@ DecodeFn decode_fn(int nt, int ws, bool pipe, bool half, int deep, bool lean) {
 DecodeFn pick_decode_fp8(WFmt f, int nt, int ws, bool pipe, bool half, int deep, bool lean,
                          int mma);
 /// The 4-warp grid's shared-staging instances (kXsh, session 25: per-tensor FP8, one token tile, 4
-/// warps per tile; f16 MMAs with deep 0 / 1, e4m3 with deep 0; session 26 probe: two token tiles,
+/// warps per tile; f16 MMAs with deep 0 / 1, e4m3 with deep 0; session 26 default: two token tiles,
 /// f16 MMAs, deep 0); nullptr otherwise.
 DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma, int nt = 1);
 

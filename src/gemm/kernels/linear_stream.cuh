@@ -182,9 +182,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // 4 shuffles (round 97); with kLean it keeps the block's two scale words per row (kLean's one
   // compressed word holds the lane's atom only).
   constexpr bool kMxS = kMx && kMxFree;
-  // kLate (bit 4096, session 26 probe): a ring slot's next vector is requested after the slot's
-  // words are decoded instead of before, so the slot needs no register copy (sm_90a: 16 of the
-  // block's 32 IMAD.MOV were the ring's copies), at the cost of issuing each load one decode later.
+  // kLate (bit 4096, session 26, SM90 default by kStreamLateRule): a ring slot's next vector is
+  // requested after the slot's words are decoded instead of before, so the slot needs no register
+  // copy (sm_90a: 16 of the block's 32 IMAD.MOV were the ring's copies), at the cost of issuing
+  // each load one decode later.
   constexpr bool kLate = (kVar & kStreamVarLate) != 0;
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
@@ -1120,12 +1121,13 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
 /// decode and per-value swizzle offsets (round 64: +0.7-2.3 us, the ALU work in the prologue);
 /// this one issues ~35 instructions per 8 values.
 ///
-/// kW16 (session 26 probe, lin::kS16VarW16): 16 warps, two K halves of the same 8 x kTw tiles —
-/// warps 0..7 the range's first vp / 2 vectors, warps 8..15 the rest (p.stream_vp a multiple of 8,
-/// at most lin::kS16OnceMaxVp) — summed in shared memory at the end, so an SM that holds one CTA
-/// runs 16 warps where the 8-warp CTA gave the small grids 8 (session 25: 0.50 eligible warps per
-/// scheduler at 4096x4096 against M = 1's 0.93). The staging and the splats are the 8-warp
-/// kernel's bytes (each warp's splats cover its half), 1 CTA per SM (512 x <= 128 registers).
+/// kW16 (session 26, SM90 default by kS16W16Rule, lin::kS16VarW16): 16 warps, two K halves of the
+/// same 8 x kTw tiles — warps 0..7 the range's first vp / 2 vectors, warps 8..15 the rest
+/// (p.stream_vp a multiple of 8, at most lin::kS16OnceMaxVp) — summed in shared memory at the end,
+/// so an SM that holds one CTA runs 16 warps where the 8-warp CTA gave the small grids 8 (session
+/// 25: 0.50 eligible warps per scheduler at 4096x4096 against M = 1's 0.93). The staging and the
+/// splats are the 8-warp kernel's bytes (each warp's splats cover its half), 1 CTA per SM (512 x <=
+/// 128 registers).
 template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, bool kCl = false,
           bool kQa = false, bool kW16 = false>
 __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 : 2)
