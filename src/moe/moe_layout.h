@@ -13,9 +13,10 @@
 // bits are placed so that the BF16 decode needs few operations (fp4_place below).
 //
 // Where a row's chunks and block scales live is the WeightView's business (moe_launch.h): FP4
-// scales and codes are always stored in 32-row chunk tiles (make_view in moe.cc: the 8 UE4M3 / 4 E8M0 bytes of chunk kk of rows 32g .. 32g + 31 are one
-// contiguous 256 / 128-byte run, their 64-byte code chunks one 2 KB run; session 15: the tiled
-// codes 3-12 % faster at M <= 8, session 14's "no faster" had measured the row-major ones twice).
+// scales and codes are always stored in 32-row chunk tiles (make_view in moe.cc: the 8 UE4M3 / 4
+// E8M0 bytes of chunk kk of rows 32g .. 32g + 31 are one contiguous 256 / 128-byte run, their
+// 64-byte code chunks one 2 KB run; session 15: the tiled codes 3-12 % faster at M <= 8, session
+// 14's "no faster" had measured the row-major ones twice).
 #pragma once
 
 #include <cstdint>
