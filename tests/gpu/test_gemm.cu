@@ -1065,12 +1065,16 @@ TEST(GemmGpu, DecodeFp8Xshare) {
       {2, 40, 896, DType::kFP16, true, true, "2", "0", "0"},
       {6, 136, 1024, DType::kBF16, false, true, "2", "1", nullptr},
   };
-  for (const Run& r : runs) {
+  // One forced run (S, deep ring, MMA kind by knob) against the reference; its launch record.
+  const auto run_forced = [](const Run& r) {
     ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", r.xshare), ed("B12X_GEMM_DECODE_DEEP", r.deep);
     std::unique_ptr<ScopedEnv> em;
     if (r.mma != nullptr) em = std::make_unique<ScopedEnv>("B12X_GEMM_DECODE_F8MMA", r.mma);
     run_case({LinearFormat::kFp8Tensor, r.M, r.N, r.K, DType::kFP8E4M3, r.out, r.bias}, r.graph);
-    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+    return gemm::lin::last_decode_launch();
+  };
+  for (const Run& r : runs) {
+    const gemm::lin::DecodeLaunch l = run_forced(r);
     EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == 1 && l.xshare == std::atoi(r.xshare) &&
                 l.deep == std::atoi(r.deep))
         << "M=" << r.M << " N=" << r.N << " K=" << r.K << " xshare " << l.xshare << " deep "
@@ -1099,9 +1103,7 @@ TEST(GemmGpu, DecodeFp8Xshare) {
       {13, 136, 3104, DType::kBF16, false, true, "2", "0", nullptr},
   };
   for (const Run& r : grs) {
-    ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", r.xshare), ed("B12X_GEMM_DECODE_DEEP", r.deep);
-    run_case({LinearFormat::kFp8Tensor, r.M, r.N, r.K, DType::kFP8E4M3, r.out, r.bias}, r.graph);
-    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+    const gemm::lin::DecodeLaunch l = run_forced(r);
     const int nt = r.M > 8 ? 2 : 1;
     EXPECT_TRUE(l.ws == 4 && !l.pipe && l.nt == nt && l.xshare == std::atoi(r.xshare) &&
                 l.mma == 1 && (nt == 2 || l.smem > 48 * 1024 + gemm::lin::kDecodeStageBudget))
