@@ -134,17 +134,26 @@ __device__ __forceinline__ void xsh_cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 #endif
 }
-/// Thread 0: the barrier (one arrival: its own, with the staged bytes as the transactions).
-__device__ __forceinline__ void xsh_bar_init(uint32_t bar, uint32_t bytes) {
+/// Thread 0, before the cluster barrier: the barrier, expecting one arrival (xsh_bar_arm's).
+__device__ __forceinline__ void xsh_bar_init(uint32_t bar) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
   // Visible to the async proxy and the cluster (the peers' multicasts complete on it) before the
   // cluster barrier that lets them issue.
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
-               : "memory");
 #else
   __trap();
+#endif
+}
+/// Thread 0, after the cluster barrier: the one arrival, with the staged bytes as transactions.
+/// Peers' multicasts may complete bytes on the barrier before it (the tx-count goes negative,
+/// which the mbarrier allows); the phase cannot complete before this arrival. Arming here rather
+/// than right after the init puts the cluster barrier between the two: ptxas turns the init into
+/// a warp-uniform instruction, which racecheck counted as 32 writers racing this arrival.
+__device__ __forceinline__ void xsh_bar_arm(uint32_t bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes)
+               : "memory");
 #endif
 }
 __device__ __forceinline__ void xsh_bar_wait(uint32_t bar) {
@@ -311,7 +320,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   [[maybe_unused]] const int64_t xvb =
       c_begin < c_end ? min(p.K, c_end * kKS) - c_begin * kKS : int64_t{0};
   if constexpr (kXsh) {
-    if (threadIdx.x == 0) xsh_bar_init(xbar, static_cast<uint32_t>(rows * xvb));
+    if (threadIdx.x == 0) xsh_bar_init(xbar);
     xsh_cluster_arrive();  // waited for after griddep_wait, before the multicasts
   }
 
@@ -942,6 +951,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       // Every CTA's barrier is initialized (cluster barrier); rank r's share of each row is its
       // 16-byte pieces [r / S, (r + 1) / S) of the row's xvb bytes, issued by thread `row`.
       xsh_cluster_wait();
+      if (threadIdx.x == 0) xsh_bar_arm(xbar, static_cast<uint32_t>(rows * xvb));
       const int S = p.decode_xshare;
       const int r = static_cast<int>(cluster_rank());
       const int64_t pieces = xvb / 16;
