@@ -4757,8 +4757,8 @@ void run_imma_bound(const Case& c, int sh) {
 /// cross tile starts (CTAS 2 / 5 over 13 tiles, K = 2304), N off the tile, bias, FP16 output,
 /// graph replay with new activations; blocks with one element 2^12 and 2^20 above the rest (the
 /// small ones rounded: two pieces keep 15 bits); M = 1 on a plan for 2 tokens; NaN / Inf.
-void imma_cases(LinearFormat f, const char* v1, const char* v2, int w1, int w2) {
-  SCOPED_TRACE(name({f, 1, 0, 0, DType::kBF16, DType::kBF16, false}));
+void imma_m1_cases(LinearFormat f, const char* v1, int w1) {
+  SCOPED_TRACE(name({f, 1, 0, 0, DType::kBF16, DType::kBF16, false}) + " var " + v1);
   const auto wide12 = [](Acts& a) { widen_blocks(a, 12); };
   const auto wide20 = [](Acts& a) { widen_blocks(a, 20); };
   {
@@ -4778,6 +4778,13 @@ void imma_cases(LinearFormat f, const char* v1, const char* v2, int w1, int w2) 
     run_nonfinite({f, 1, 72, 2304, DType::kBF16, DType::kBF16, false});
     for (int sh : {0, 12}) run_imma_bound({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false}, sh);
   }
+}
+
+/// imma_m1_cases on v1, then M = 2 on v2 (and M = 1 on a 2-token plan).
+void imma_cases(LinearFormat f, const char* v1, const char* v2, int w1, int w2) {
+  imma_m1_cases(f, v1, w1);
+  SCOPED_TRACE(name({f, 2, 0, 0, DType::kBF16, DType::kBF16, false}));
+  const auto wide12 = [](Acts& a) { widen_blocks(a, 12); };
   ScopedEnv ev("B12X_GGML_GEMV_VAR", v2);
   EXPECT_EQ(bf16_plan(f, 2, 4096, 4096).ggml_gemv_var, std::atoi(v2));
   run_case({f, 2, 200, 2304, DType::kBF16, DType::kBF16, true});
@@ -4816,6 +4823,15 @@ TEST(GemmGpu, GgmlGemvImma) {
   imma_cases(LinearFormat::kIq2Xs, "8195", "8193", 16, 24);
   // FP16 activations: the BF16 GEMV (no integer-MMA kernel).
   run_case({LinearFormat::kIq2Xxs, 1, 72, 1024, DType::kFP16, DType::kFP16, false});
+}
+
+TEST(GemmGpu, GgmlGemvImmaProbe) {
+  B12X_REQUIRE_GPU();
+  // Session 27 probe 8199 (kTile: a loop per tile, lane constants through shared memory, the
+  // tail's partials read at once; M = 1, 2, 16 warps), both formats.
+  ScopedEnv e("B12X_GGML_GEMV", "1");
+  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
+    imma_cases(f, "8199", "8199", 16, 16);
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {

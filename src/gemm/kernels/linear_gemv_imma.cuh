@@ -67,8 +67,9 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 }
 /// Kernel variant bits (plan var kGgmlImmaVar | bits; session 26): kP2 two pieces per value
 /// (radix 2^8 signed digits, 15 bits; every kernel), kPred activation loads by the supplying lanes
-/// only.
-inline constexpr int kP2 = 1, kPred = 2;
+/// only; session 27: kTile a loop per tile (no per-batch tile checks), the sub-scale words shifted
+/// once per batch, the CTA's tail reading every warp's partials at once.
+inline constexpr int kP2 = 1, kPred = 2, kTile = 4;
 /// Dynamic shared memory at K for M tokens: the tables, two pieces and the per-atom scales per
 /// token.
 template <WFmt F>
@@ -240,10 +241,10 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   constexpr int kE = kXs ? 512 : 256, kSb = kXs ? 8 : 4;
   constexpr int kTabBytes = tab_bytes<F>(), kSrcOff = src_off<F>(), kZeroOff = zero_off<F>();
   static_assert((kV & kP2) != 0, "two activation pieces");
-  constexpr bool kPr = (kV & kPred) != 0;
+  constexpr bool kPr = (kV & kPred) != 0, kTl = (kV & kTile) != 0;
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ float part[kW][2][kM][16];
-  __shared__ int ptile[kW][2];
+  __shared__ __align__(8) int ptile[kW][2];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -260,7 +261,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   const int ue = static_cast<int>(static_cast<int64_t>(nu) * (warp + 1) / kW);
   int tile = t0 + (ua < ue ? ua / batches : 0), b = ua < ue ? ua % batches : 0;
 
-  const int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
+  int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
   Batch<F> cur;
   Cursor ld = cursor_at<kSb>(p, tile, b, g, t);
   if (ua < ue) load_batch(ld, d8, s8, cur);
@@ -363,14 +364,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       }
     }
   }
-  __syncthreads();
-
   const uint32_t tab0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const uint32_t clsw = kXs ? 4u * lane : 4u * lane | ((4u * lane + 128u) << 8);
-  // Two copies read by lane parity (a uniform load would let ptxas keep the words in uniform
-  // registers and copy them before every PRMT).
-  const uint32_t slo = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[lane & 1];
-  const uint32_t shi = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[2 + (lane & 1)];
+  uint32_t clsw = kXs ? 4u * lane : 4u * lane | ((4u * lane + 128u) << 8);
   // Lanes g = 2t + p supply piece p (a / b) of atom t in set m (token m); the others read zero
   // bytes (kZeroOff, stride 0): no predicated loads, no registers zeroed per atom; kPred: the
   // other lanes load nothing and keep zero registers (loop-carried).
@@ -390,6 +385,45 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     xs[k] = on ? 32 : 0;
     xon[k] = on;
   }
+  // The sub-scale shift (IQ2_XXS 4 t, IQ2_XS 8 t) and the lane's atom-scale offset (2 t floats).
+  uint32_t ssh_t = (kXs ? 8u : 4u) * t, ps_t = 2u * t;
+  // kTile: the lane constants and the row strides pass through shared memory (written by warp 0
+  // before the barrier), since ptxas otherwise recomputes them from the thread index and the
+  // kernel parameters inside the batch loop (session 27 SASS: ~20 instructions per batch); loaded
+  // values it keeps in registers.
+  __shared__ uint32_t lconst[5 + 2 * kM][32];
+  if constexpr (kTl) {
+    if (warp == 0) {
+      lconst[0][lane] = clsw;
+      lconst[1][lane] = ssh_t;
+      lconst[2][lane] = ps_t;
+      lconst[3][lane] = static_cast<uint32_t>(d8);
+      lconst[4][lane] = static_cast<uint32_t>(s8);
+#pragma unroll
+      for (int k = 0; k < kSets; ++k) {
+        lconst[5 + 2 * k][lane] = xo[k];
+        lconst[6 + 2 * k][lane] = xon[k] ? 1u : 0u;
+      }
+    }
+  }
+  __syncthreads();
+  if constexpr (kTl) {
+    clsw = lconst[0][lane];
+    ssh_t = lconst[1][lane];
+    ps_t = lconst[2][lane];
+    d8 = static_cast<int>(lconst[3][lane]);
+    s8 = static_cast<int>(lconst[4][lane]);
+#pragma unroll
+    for (int k = 0; k < kSets; ++k) {
+      xo[k] = lconst[5 + 2 * k][lane];
+      xon[k] = lconst[6 + 2 * k][lane] != 0u;
+      xs[k] = xon[k] ? 32u : 0u;
+    }
+  }
+  // Two copies read by lane parity (a uniform load would let ptxas keep the words in uniform
+  // registers and copy them before every PRMT).
+  const uint32_t slo = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[lane & 1];
+  const uint32_t shi = reinterpret_cast<const uint32_t*>(smem + kSrcOff)[2 + (lane & 1)];
   uint4 xz[2][kSets][2];  // kPred: the halves' activation registers (zero where not on)
 #pragma unroll
   for (int h = 0; h < 2; ++h)
@@ -401,22 +435,21 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   float acc[kM][2] = {};  // token m, rows g, g + 8 over the lane's atoms
   int tile_b0 = b;        // the first batch of the current tile in the warp's range
   const int first_tile = tile;
-  // One unit: the batch in cur, the next one loaded into nxt.
-  const auto unit = [&](int u, const Batch<F>& cur, Batch<F>& nxt) {
-    int nb = b + 1, ntile = tile;
-    if (nb == batches) {
-      nb = 0;
-      ++ntile;
-    }
-    if (u + 1 < ue) {
-      step();
-      load_batch(ld, d8, s8, nxt);
-    }
+  // Batch b of the current tile (weights in cur) into acc.
+  const auto compute = [&](const Batch<F>& cur, int b) {
     float bacc[kM][2] = {};
     float2 ps2[kM];
 #pragma unroll
     for (int m = 0; m < kM; ++m)
-      ps2[m] = *reinterpret_cast<const float2*>(pscale + m * atoms + 8 * b + 2 * t);
+      ps2[m] = *reinterpret_cast<const float2*>(pscale + m * atoms + 8 * b + ps_t);
+    // kTile: the rows' sub-scale words shifted to the lane's atoms once per batch (IQ2_XXS: atom
+    // t's nibble at bit 0, 4 + t's at 16; IQ2_XS: byte t of each half's word at bit 0).
+    uint32_t ssh[2][2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      ssh[r][0] = cur.s[r].x >> ssh_t;
+      ssh[r][1] = kXs ? cur.s[r].y >> ssh_t : 0u;
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t A0 = 8 * b + 4 * h;  // the half batch's first atom
@@ -470,9 +503,18 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
         int Xs[kM] = {};
 #pragma unroll
         for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
-          const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
-                                  : cur.s[r].x >> (16 * h + 4 * t);
-          const int fi = static_cast<int>(((sw << 1) & 0x1Eu) | 1u);
+          int fi;
+          if constexpr (kTl) {
+            // 2s + 1 from the shifted word's nibble (IQ2_XXS: at bit 16 h; IQ2_XS: at bit 4 ch of
+            // half h's word): one shift, one LOP3.
+            const uint32_t v = ssh[r][kXs ? h : 0];
+            const uint32_t sv = kXs ? (ch ? v >> 3 : v << 1) : (h ? v >> 15 : v << 1);
+            fi = static_cast<int>(lop3<0xEA>(sv, 0x1Eu, 1u));
+          } else {
+            const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
+                                    : cur.s[r].x >> (16 * h + 4 * t);
+            fi = static_cast<int>(((sw << 1) & 0x1Eu) | 1u);
+          }
 #pragma unroll
           for (int m = 0; m < kM; ++m)
             Xs[m] += (cs[m][ch][2 * r] * 256 + cs[m][ch][2 * r + 1]) * fi;
@@ -488,66 +530,130 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
 #pragma unroll
       for (int m = 0; m < kM; ++m) acc[m][r] = fmaf(bacc[m][r], d, acc[m][r]);
     }
-
-    if (nb == 0 || u + 1 == ue) {
-      // The warp's part of this tile ends: the quad's atoms added (fixed order).
-      float v[kM][2];
-#pragma unroll
-      for (int m = 0; m < kM; ++m)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          v[m][r] = acc[m][r];
-          v[m][r] += __shfl_xor_sync(0xFFFFFFFFu, v[m][r], 1);
-          v[m][r] += __shfl_xor_sync(0xFFFFFFFFu, v[m][r], 2);
-          acc[m][r] = 0.f;
-        }
-      if (tile_b0 == 0 && nb == 0) {
-        // Whole tile: stored here.
-        if (t == 0) {
-#pragma unroll
-          for (int m = 0; m < kM; ++m)
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int64_t row = static_cast<int64_t>(tile) * 16 + g + 8 * r;
-              if (row < p.N) store_out_elem(p, m, row, v[m][r], mult);
-            }
-        }
-      } else {
-        const int slot = tile == first_tile ? 0 : 1;
-        if (t == 0) {
-#pragma unroll
-          for (int m = 0; m < kM; ++m) {
-            part[warp][slot][m][g] = v[m][0];
-            part[warp][slot][m][g + 8] = v[m][1];
-          }
-        }
-        if (lane == 0) ptile[warp][slot] = tile;
-      }
-      tile_b0 = 0;
-    }
-    tile = ntile;
-    b = nb;
   };
-  for (int u = ua; u < ue; ++u) {
-    Batch<F> nxt;
-    unit(u, cur, nxt);
-    cur = nxt;
+  // The warp's part of tile tl ends (whole: all of its batches): the quad's atoms added (fixed
+  // order), stored, or kept in part[] for the CTA's tail.
+  const auto tile_end = [&](int tl, bool whole) {
+    float v[kM][2];
+#pragma unroll
+    for (int m = 0; m < kM; ++m)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        v[m][r] = acc[m][r];
+        v[m][r] += __shfl_xor_sync(0xFFFFFFFFu, v[m][r], 1);
+        v[m][r] += __shfl_xor_sync(0xFFFFFFFFu, v[m][r], 2);
+        acc[m][r] = 0.f;
+      }
+    if (whole) {
+      if (t == 0) {
+#pragma unroll
+        for (int m = 0; m < kM; ++m)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int64_t row = static_cast<int64_t>(tl) * 16 + g + 8 * r;
+            if (row < p.N) store_out_elem(p, m, row, v[m][r], mult);
+          }
+      }
+    } else {
+      const int slot = tl == first_tile ? 0 : 1;
+      if (t == 0) {
+#pragma unroll
+        for (int m = 0; m < kM; ++m) {
+          part[warp][slot][m][g] = v[m][0];
+          part[warp][slot][m][g + 8] = v[m][1];
+        }
+      }
+      if (lane == 0) ptile[warp][slot] = tl;
+    }
+  };
+  if constexpr (kTl) {
+    // Session 27: a loop per tile (batches [b, b1) of the warp's range in it), so that a batch
+    // pays no tile checks; the next batch's load is a stride on within the tile, the next tile's
+    // first batch at its last.
+    for (int u = ua; u < ue;) {
+      const int b1 = min(batches, b + (ue - u));
+      const bool more = u + (b1 - b) < ue;
+      u += b1 - b;
+      // The next tile's cursor, computed before the batch loop (no 64-bit products in it).
+      const Cursor nx = more ? cursor_at<kSb>(p, tile + 1, 0, g, t) : ld;
+      for (; b < b1; ++b) {
+        Batch<F> nxt;
+        const bool in = b + 1 < b1;
+        if (in) {
+          ld.w += 1024;
+          ld.d += 2;
+          ld.s += kSb;
+        } else {
+          ld = nx;
+        }
+        if (in || more) load_batch(ld, d8, s8, nxt);
+        compute(cur, b);
+        cur = nxt;
+      }
+      tile_end(tile, tile_b0 == 0 && b1 == batches);
+      tile_b0 = 0;
+      b = 0;
+      ++tile;
+    }
+  } else {
+    for (int u = ua; u < ue; ++u) {
+      Batch<F> nxt;
+      int nb = b + 1, ntile = tile;
+      if (nb == batches) {
+        nb = 0;
+        ++ntile;
+      }
+      if (u + 1 < ue) {
+        step();
+        load_batch(ld, d8, s8, nxt);
+      }
+      compute(cur, b);
+      if (nb == 0 || u + 1 == ue) {
+        tile_end(tile, tile_b0 == 0 && nb == 0);
+        tile_b0 = 0;
+      }
+      tile = ntile;
+      b = nb;
+      cur = nxt;
+    }
   }
   griddep_launch_dependents();
   __syncthreads();
-  // Tiles covered in part by several warps: their partials in warp order.
+  // Tiles covered in part by several warps: their partials in warp order (kTile: every warp's
+  // slots read at once, one shared-memory round trip).
   for (int i = static_cast<int>(threadIdx.x); i < kM * ntl * 16; i += kThr) {
     const int m = kM > 1 ? i / (ntl * 16) : 0, it = i - m * ntl * 16;
     const int tl = t0 + (it >> 4), row16 = it & 15;
     float s = 0.f;
     bool any = false;
-    for (int w = 0; w < kW; ++w)
+    if constexpr (kTl) {
+      int pt[kW][2];
+      float pv[kW][2];
 #pragma unroll
-      for (int sl = 0; sl < 2; ++sl)
-        if (ptile[w][sl] == tl) {
-          s += part[w][sl][m][row16];
-          any = true;
-        }
+      for (int w = 0; w < kW; ++w) {
+        const int2 q = *reinterpret_cast<const int2*>(ptile[w]);
+        pt[w][0] = q.x;
+        pt[w][1] = q.y;
+#pragma unroll
+        for (int sl = 0; sl < 2; ++sl) pv[w][sl] = part[w][sl][m][row16];
+      }
+#pragma unroll
+      for (int w = 0; w < kW; ++w)
+#pragma unroll
+        for (int sl = 0; sl < 2; ++sl)
+          if (pt[w][sl] == tl) {
+            s += pv[w][sl];
+            any = true;
+          }
+    } else {
+      for (int w = 0; w < kW; ++w)
+#pragma unroll
+        for (int sl = 0; sl < 2; ++sl)
+          if (ptile[w][sl] == tl) {
+            s += part[w][sl][m][row16];
+            any = true;
+          }
+    }
     const int64_t row = static_cast<int64_t>(tl) * 16 + row16;
     if (any && row < p.N) store_out_elem(p, m, row, s, mult);
   }
