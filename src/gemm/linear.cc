@@ -1793,6 +1793,21 @@ Plan plan(const Caps& caps) {
               lin::stream_late_available(wf, c.parts, occ, p.decode_stream_var))
             p.decode_stream_var |= lin::kStreamVarLate;
         }
+        // Session 27 probe (lin::kStreamVarHalf, B12X_GEMM_STREAM_HALF=1): on the 8-part 2-CTA
+        // blocks (W4A16 128 / W4A4 168, not late) K parts of ceil(kvec / 8) rounded to 2 vectors
+        // instead of 4, where that is fewer (kvec / 8 = 2 mod 4: 2048x7168's 8 parts of 14
+        // vectors instead of 7 of 16 and an empty one).
+        if (const char* e = std::getenv("B12X_GEMM_STREAM_HALF");
+            e != nullptr && e[0] == '1' && occ == 2 && c.parts == 8) {
+          const int64_t per = (geo.kvec + 7) / 8;
+          const int vp2 = static_cast<int>((per + 1) / 2 * 2);
+          const int base = p.decode_stream_var;
+          if (vp2 < p.decode_stream_vp && (base == 128 || base == 168) &&
+              lin::stream_half_available(wf, c.parts, occ, base, true)) {
+            p.decode_stream_var |= lin::kStreamVarHalf;
+            p.decode_stream_vp = vp2;
+          }
+        }
         // MXFP4's variant-free instances take fold-free weights only (session 21 removed the
         // fold's, reached by knobs alone): such a plan runs other weights on the decode kernel,
         // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.

@@ -88,8 +88,26 @@ StreamFn stream_late_fn(bool mx, int parts, int occ, int base) {
                                     : nullptr;
 }
 
+/// Session 27 probe (kHalf, B12X_GEMM_STREAM_HALF=1): K parts of an even number of vectors on the
+/// 8-part 2-CTA blocks, NVFP4 and MXFP4 (W4A16 128: fold-free weights only, as its plans; W4A4
+/// 168: both splats).
+StreamFn stream_half_fn(bool mx, bool mx_free, int parts, int occ, int base) {
+  constexpr int H = kStreamVarHalf;
+  if (parts != 8 || occ != 2) return nullptr;
+  if (base == 128)
+    return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, H | 128>
+           : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, H | 128>
+                     : nullptr;
+  if (base == 168)
+    return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, H | 168>
+           : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, H | 168>
+                     : &linear_stream_kernel<8, 2, 1, true, false, H | 168>;
+  return nullptr;
+}
+
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
+  if (var & kStreamVarHalf) return stream_half_fn(mx, mx_free, parts, occ, var & ~kStreamVarHalf);
   if (var & kStreamVarLate) {
     // Session 26 (kLate): other MXFP4 weights than fold-free ones run the plan's own variant.
     const int base = var & ~kStreamVarLate;
@@ -378,6 +396,11 @@ bool stream_late_available(WFmt f, int parts, int occ, int var) {
          stream_var_fn(f, parts, occ, var | kStreamVarLate, true) != nullptr;
 }
 
+bool stream_half_available(WFmt f, int parts, int occ, int var, bool mx_free) {
+  return (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
+         stream_var_fn(f, parts, occ, var | kStreamVarHalf, mx_free) != nullptr;
+}
+
 bool stream_qs_available(int parts, int occ) {
   return occ == 2 && stream_qs_fn(false, false, parts) != nullptr;
 }
@@ -415,7 +438,8 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
   const int act_kind = qx ? (f == WFmt::kMxfp4 ? kActMxfp4 : kActNvfp4) : kActRaw16;
   const int xs_kind = qx && f == WFmt::kMxfp4 ? kXsE8m0Swz : kXsNone;
   B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == act_kind && p.xs_kind == xs_kind &&
-                  p.stream_vp > 0 && p.stream_vp % kStreamDepth == 0 &&
+                  p.stream_vp > 0 &&
+                  p.stream_vp % ((p.stream_var & kStreamVarHalf) ? 2 : kStreamDepth) == 0 &&
                   int64_t{p.stream_vp} * parts * split >= p.kvec &&
                   smem == (rows == 1 && (p.stream_var & 128)
                                ? kStreamJitBytes

@@ -1742,6 +1742,46 @@ TEST(GemmGpu, DecodeStreamLate) {
   }
 }
 
+TEST(GemmGpu, DecodeStreamHalf) {
+  // Session 27 probe (B12X_GEMM_STREAM_HALF=1, var bit 8192): the 8-part 2-CTA blocks with K parts
+  // of ceil(kvec / 8) rounded to 2 vectors (a part's last block of 2), NVFP4 / MXFP4 W4A16 (128)
+  // and W4A4 (168, MXFP4 fold-free and with a code 136 the fold): K = 7168 (vp 14), 3040 (vp 6,
+  // the last vector past K), 1024 (vp 2: every block a half one), N = 72 / 200, bias, an FP16
+  // output, graphs, and a persistent grid of two groups per CTA (the half block's requests run
+  // on into the next group).
+  B12X_REQUIRE_GPU();
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
+      el("B12X_GEMM_STREAM_LATE", "0"), eh("B12X_GEMM_STREAM_HALF", "1"),
+      ep("B12X_GEMM_STREAM_PARTS", "8"), eo("B12X_GEMM_STREAM_OCC", "2");
+  const LinearFormat fmts[] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4};
+  int k = 0;
+  for (const LinearFormat f : fmts) {
+    const bool mx = f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4;
+    MxCodeTweak tw(0);
+    for (const int64_t K : {7168, 3040, 1024}) {
+      const int64_t N = (k % 2) ? 72 : 200;
+      const gemm::Plan pl = plan_m1(f, N, K);
+      EXPECT_NE(pl.decode_stream_var & gemm::lin::kStreamVarHalf, 0) << k;
+      EXPECT_EQ(pl.decode_stream_vp, K == 7168 ? 14 : K == 3040 ? 6 : 2) << k;
+      expect_stream_launch(
+          {f, 1, N, K, DType::kBF16, k == 5 ? DType::kFP16 : DType::kBF16, (k % 2) == 0},
+          /*graph=*/k % 3 == 1, mx);
+      ++k;
+    }
+  }
+  {
+    ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1");
+    expect_stream_launch(
+        {LinearFormat::kNvfp4W4A16, 1, 4096, 3040, DType::kBF16, DType::kBF16, true}, true, false);
+    expect_stream_launch({LinearFormat::kMxfp4, 1, 4096, 7168, DType::kBF16, DType::kBF16, false},
+                         false, true);
+  }
+  MxCodeTweak tw(136);
+  expect_stream_launch({LinearFormat::kMxfp4, 1, 200, 7168, DType::kBF16, DType::kBF16, true}, true,
+                       false);
+}
+
 TEST(GemmGpu, DecodeStreamJit) {
   // Session 19: the M = 1 kernel without the CTA's staging of the whole K, each warp loading its
   // blocks' activations one block ahead into its own buffer (var 128), default where each warp

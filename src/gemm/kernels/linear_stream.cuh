@@ -174,9 +174,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(
-      kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128 & ~kStreamVarLate) == 0)),
-      "kVar: M = 1; MXFP4 with kQf only");
+  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128 & ~kStreamVarLate &
+                                                      ~kStreamVarHalf) == 0)),
+                "kVar: M = 1; MXFP4 with kQf only");
   // kMxS (session 26, every fold-free MXFP4 instance): each lane builds both atoms' splat pairs
   // of a vector from the scale words by integer arithmetic (one PRMT, a mask and one IMAD per
   // atom, 2 ops for code 255's NaN) instead of atom t / 2's by compares and selects and the quad's
@@ -188,6 +188,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // copy (sm_90a: 16 of the block's 32 IMAD.MOV were the ring's copies), at the cost of issuing
   // each load one decode later.
   constexpr bool kLate = (kVar & kStreamVarLate) != 0;
+  // kHalf (bit 8192, session 27 probe): vp a multiple of 2 (the plan's ceil(kvec / parts) rounded
+  // to 2, not to the ring's 4), so that no warp of a tile idles where kvec / 8 is 2 mod 4
+  // (2048x7168: 7 of 8 parts of 16 vectors, the 8th empty, against 8 of 14). A part's last block
+  // then holds 2 vectors: the vectors of its ring slots 2 / 3 are neither requested (nvalid, lim
+  // capped at vp) nor computed (the next block's requests still go out). The block's scale words
+  // are 8-byte aligned only (vbase x 4 bytes, MXFP4 4-byte: vbase x 2), so they load in halves.
+  constexpr bool kHalf = (kVar & kStreamVarHalf) != 0;
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
   // kQf (bit 32, session 20; kQx): the conversion by BF16 pair arithmetic, NVFP4 into activations
@@ -200,6 +207,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // each vector's row word: its splat's step) kept, compressed into one register per row.
   constexpr bool kLean = (kVar & 64) != 0;
   static_assert(!kLean || kJit, "kLean: with the per-warp blocks");
+  static_assert(!kHalf || (kJit && kParts == 8 && !kLean), "kHalf: the 8-part 2-CTA blocks");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || kQx, "kQf: FP4 activations converted by pair arithmetic");
   static_assert(!kQx || kQf || (!kJit && !kMx), "the blocks and MXFP4 convert FP4 by kQf only");
@@ -230,9 +238,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   int iv = 0;
   int nvalid = 0;  // vectors of the current block that exist (0 for a group without this tile)
   const uint8_t* wp = nullptr;
-  const uint8_t* sp = nullptr;         // scale bytes of row g at the block
-  const uint8_t* sp8 = nullptr;        // row g + 8
-  const int64_t lim = p.kvec - vbase;  // vectors of this warp's part that exist
+  const uint8_t* sp = nullptr;   // scale bytes of row g at the block
+  const uint8_t* sp8 = nullptr;  // row g + 8
+  // Vectors of this warp's part that exist (kHalf: within its part; without kHalf a block never
+  // crosses the part's end).
+  const int64_t lim = kHalf ? min(p.kvec - vbase, int64_t{vp}) : p.kvec - vbase;
   auto set_group = [&]() {
     const int64_t tile = igrp * kTiles + wt;
     nvalid = igrp < groups && tile < p.n16 ? static_cast<int>(min(lim, int64_t{kDepth})) : 0;
@@ -274,7 +284,25 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     if (j < nvalid) {
       s = ldg_stream(wp + j * 512);
       if (j == 0) {
-        if constexpr (kMx) {
+        if constexpr (kHalf && kMx) {
+          const uint32_t* const a = reinterpret_cast<const uint32_t*>(sp);
+          const uint32_t* const b = reinterpret_cast<const uint32_t*>(sp8);
+          nb0.x = __ldg(a);
+          nb1.x = __ldg(b);
+          if (nvalid > 2) {
+            nb0.y = __ldg(a + 1);
+            nb1.y = __ldg(b + 1);
+          }
+        } else if constexpr (kHalf) {
+          const uint2* const a = reinterpret_cast<const uint2*>(sp);
+          const uint2* const b = reinterpret_cast<const uint2*>(sp8);
+          const uint2 a0 = __ldg(a), b0 = __ldg(b);
+          nb0.x = a0.x, nb0.y = a0.y, nb1.x = b0.x, nb1.y = b0.y;
+          if (nvalid > 2) {
+            const uint2 a1 = __ldg(a + 1), b1 = __ldg(b + 1);
+            nb0.z = a1.x, nb0.w = a1.y, nb1.z = b1.x, nb1.w = b1.y;
+          }
+        } else if constexpr (kMx) {
           const uint2 a = __ldg(reinterpret_cast<const uint2*>(sp));
           const uint2 b = __ldg(reinterpret_cast<const uint2*>(sp8));
           nb0 = make_uint4(a.x, a.y, 0, 0);
@@ -291,7 +319,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     sp += kDepth * kSb;
     sp8 += kDepth * kSb;
     iv += kDepth;
-    if (iv == vp) {
+    if (kHalf ? iv >= vp : iv == vp) {
       iv = 0;
       igrp += gridDim.x;
       set_group();
@@ -579,7 +607,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         xv = xw + t * 32;
       }
 #pragma unroll
-      for (int j = 0; j < kDepth; ++j) vec(ring[j], j);
+      for (int j = 0; j < kDepth; ++j) {
+        if (kHalf && j >= 2 && v0 + 2 >= vp)
+          issue(ring[j], j);  // a half block: slot j's next request only
+        else
+          vec(ring[j], j);
+      }
       advance();
     }
     if constexpr (kRows > 1) {
