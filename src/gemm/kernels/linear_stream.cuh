@@ -888,12 +888,13 @@ __device__ __forceinline__ int s16_wg_off(int tok, int kk, int vp) {
 /// kWg's step (one 64-K vector of both of a warp's tiles): the ring as s16_step, the decoded A
 /// fragments of the 4 k16 steps x kTw tiles in registers, one wgmma per (step, tile) on the
 /// warpgroup's 64 rows of tile j; this vector's group stays in flight while the next vector
-/// decodes (wait_group 1: the previous group, whose A registers are then free). xs: the shared
-/// address of the vector's first core matrix.
+/// decodes (wait_group 1: the previous group, whose A registers are then free). dv: the
+/// descriptor of the vector's first core matrix (step s adds s x 256 bytes to its address field,
+/// which stays below 2^14 x 16 bytes: no carry out of the field).
 template <int kTw, int kNt, bool kFold, int kDepth>
 __device__ __forceinline__ void s16_step_wg(float (&acc)[kTw][kNt][4], uint4 (&ring)[kDepth],
-                                            int jj, uint32_t xs, uint32_t sbo, const uint8_t* spv,
-                                            int spl_tile, const S16Range<kTw>& cr, int vn) {
+                                            int jj, uint64_t dv, const uint8_t* spv, int spl_tile,
+                                            const S16Range<kTw>& cr, int vn) {
   uint32_t af[kTw][4][4];
 #pragma unroll
   for (int j = 0; j < kTw; ++j) {
@@ -906,8 +907,7 @@ __device__ __forceinline__ void s16_step_wg(float (&acc)[kTw][kNt][4], uint4 (&r
 #pragma unroll
   for (int s = 0; s < 4; ++s)
 #pragma unroll
-    for (int j = 0; j < kTw; ++j)
-      s16_wgmma<kNt>(acc[j], af[j][s], wg::desc_kmajor(xs + s * 256, 128, sbo));
+    for (int j = 0; j < kTw; ++j) s16_wgmma<kNt>(acc[j], af[j][s], dv + s * (256 >> 4));
   wg::commit();
   wg::wait<1>();
 }
@@ -1405,9 +1405,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
   const uint8_t* const xa =
       dsm + (((lane >> 4) & 1) * 8 + (lane & 7)) * pitch + ((lane >> 3) & 1) * 16 + half * vh * 128;
   const uint8_t* const spl = spw + g * 16;
-  // kWg: the shared address of this half's first vector in the core-matrix layout.
-  const uint32_t xw = static_cast<uint32_t>(__cvta_generic_to_shared(dsm)) +
-                      static_cast<uint32_t>(half * vh * 1024);
+  // kWg: the descriptor of this half's first vector in the core-matrix layout (B, K-major, no
+  // swizzle; vector v's is v x 1024 bytes further).
+  const uint64_t dw = wg::desc_kmajor(static_cast<uint32_t>(__cvta_generic_to_shared(dsm)) +
+                                          static_cast<uint32_t>(half * vh * 1024),
+                                      128, static_cast<uint32_t>(vp * 1024));
   for (int c = 0; c < cr.nch; ++c) {
     // The last block: its weight loads were issued a block ahead (see the M = 1 kernel).
     if (p.stream_trig && c + 1 == cr.nch) griddep_launch_dependents();
@@ -1415,8 +1417,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
     for (int jj = 0; jj < kS16ChunkV; ++jj) {
       const int v = c * kS16ChunkV + jj;
       if constexpr (kWg)
-        s16_step_wg<kTw, kNt, kMx && !kMxFree>(acc, ring, jj, xw + v * 1024, vp * 1024,
-                                               spl + v * 128, vh * 128, cr, v + kAhead);
+        s16_step_wg<kTw, kNt, kMx && !kMxFree>(acc, ring, jj, dw + v * (1024 >> 4), spl + v * 128,
+                                               vh * 128, cr, v + kAhead);
       else
         s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, jj, xa + v * 128, spl + v * 128, vh * 128,
                                             cr, v + kAhead);
