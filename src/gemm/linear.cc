@@ -2263,14 +2263,20 @@ Plan plan(const Caps& caps) {
     // 21.40 / 12.30 / 9.26 -> 9.22 / 20.51 / 21.28 / 12.18 / 9.21, M = 16: 11.04 / 23.44 / 24.84 /
     // 14.46 / 10.58 -> 10.91 / 23.16 / 24.50 / 14.28 / 10.45). B12X_GEMM_STREAM16_F8_VAR=<flags>
     // overrides (0: none).
+    // Probe (session 27): B12X_GEMM_STREAM16_F8_EARLY=1 adds kF8VarEarly (the weight scales of
+    // the first two chunks staged, MXFP8's first splats built, before griddepcontrol.wait) to
+    // block FP8 / MXFP8's quantizing variants.
     const char* evar = std::getenv("B12X_GEMM_STREAM16_F8_VAR");
+    const char* eearly = std::getenv("B12X_GEMM_STREAM16_F8_EARLY");
+    const int early = eearly != nullptr && eearly[0] == '1' && q8 ? lin::kF8VarEarly : 0;
     auto var_for = [&](int tw8, int depth) {
-      const int v =
-          evar != nullptr ? std::atoi(evar)
-          : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4
-              ? lin::kF8VarFold | (q8 ? lin::kF8VarQ8 | lin::kF8VarQ32 | lin::kF8VarCheap : 0)
-          : wf == lin::WFmt::kFp8Block && mma8 == 1 && depth == 4 && q8 ? lin::kF8VarLate
-                                                                        : 0;
+      const int v = evar != nullptr ? std::atoi(evar)
+                    : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4
+                        ? lin::kF8VarFold |
+                              (q8 ? lin::kF8VarQ8 | lin::kF8VarQ32 | lin::kF8VarCheap | early : 0)
+                    : wf == lin::WFmt::kFp8Block && mma8 == 1 && depth == 4 && q8
+                        ? lin::kF8VarLate | early
+                        : 0;
       return v != 0 && lin::stream16_f8_available(wf, tw8, mma8, depth, q8, occ_for(tw8, depth), v)
                  ? v
                  : 0;

@@ -25,7 +25,7 @@ int group_of(WFmt f) {
 /// instances all quantize) only where the kernel quantizes
 /// (a plan's rows that are not 16-byte vectors come quantized by the quantizer launch instead).
 int run_var(bool q, int var) {
-  return q ? var : var & ~(kF8VarQ8 | kF8VarQ32 | kF8VarLate | kF8VarCheap);
+  return q ? var : var & ~(kF8VarQ8 | kF8VarQ32 | kF8VarLate | kF8VarCheap | kF8VarEarly);
 }
 
 /// The instances: what the SM90 defaults run (f16 MMAs, 2 CTAs per SM; linear.cc's plan rules),
@@ -51,13 +51,15 @@ F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int v
       return nullptr;
     case WFmt::kFp8Block:
       if (depth != 4) return nullptr;
-      if (q) return var == kF8VarLate ? pick_stream16_f8_late(f, tw, nt, depth, q) : nullptr;
+      if (q) return pick_stream16_f8_late(f, tw, nt, depth, q, var);
       return var == 0 ? pick_s16f8_tw_nt<128, 4, false, 0>(tw, nt) : nullptr;
     case WFmt::kFp8Mx:
       if (depth != 4) return nullptr;
       if (q)
         return var == (kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap)
                    ? pick_stream16_f8_mx_q32(tw, nt)
+               : var == (kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap | kF8VarEarly)
+                   ? pick_stream16_f8_mx_q32_early(tw, nt)
                    : nullptr;
       return var == kF8VarFold ? pick_s16f8_tw_nt<32, 4, false, kF8VarFold>(tw, nt) : nullptr;
     default:

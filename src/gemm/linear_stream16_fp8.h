@@ -26,6 +26,9 @@ inline constexpr int kF8VarLate = 16;
 /// atom and the chunk's E8M0 bytes masked past K once (byte-wise maxima), instead of pow2_h2's
 /// selects and a compare per atom: the same bits.
 inline constexpr int kF8VarCheap = 32;
+/// Probe (session 27), block FP8 / MXFP8 with the in-kernel quantization: the weight scales of
+/// the first two chunks staged (MXFP8: chunk 0's splats built) before griddepcontrol.wait.
+inline constexpr int kF8VarEarly = 64;
 
 /// FP8 weights (per-tensor, block FP8, MXFP8) on e4m3 activations (MXFP8 / block FP8 with their
 /// group scales, p.xs_kind kXsE8m0Rows / kXsF32Rows); CTAs of 8 warps x tw (1 or 2) 16-row tiles

@@ -10,5 +10,9 @@ namespace b12x::gemm::lin {
 F8Fn pick_stream16_f8_mx_q32(int tw, int nt) {
   return pick_s16f8_tw_nt<32, 4, true, kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap>(tw, nt);
 }
+F8Fn pick_stream16_f8_mx_q32_early(int tw, int nt) {
+  return pick_s16f8_tw_nt<32, 4, true,
+                          kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap | kF8VarEarly>(tw, nt);
+}
 
 }  // namespace b12x::gemm::lin

@@ -2757,8 +2757,9 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   // at M = 1 / 3 / 16): tw 1 / 2, splits 1 / 3, K tails (half chunks, 4864), partial CTAs, FP16
   // outputs, a graph; with kF8VarCheap (46, the default since session 25: splats by one
   // conversion, masked E8M0 bytes; 14 without it was removed), weight scales over 80..150 in one
-  // case (splats below 2^-24 flush to 0).
-  for (const int var : {46}) {
+  // case (splats below 2^-24 flush to 0). 110 (probe, session 27): 46 with kF8VarEarly (the
+  // weight scales of chunks 0 / 1 staged and chunk 0's splats built before griddepcontrol.wait).
+  for (const int var : {46, 110}) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
         ev("B12X_GEMM_STREAM16_F8_VAR", std::to_string(var).c_str());
     int k = 0;
@@ -2771,7 +2772,7 @@ TEST(GemmGpu, DecodeStream16Fp8) {
                (k % 2) == 0};
         c.max_tokens = (k % 3) == 0 ? 16 : c.M;
         ++k;
-        if (var == 46 && k == 2)
+        if (k == 2)
           g_weight_tweak = [](LinearFormat f, HostWeight& h) {
             std::uniform_int_distribution<int> e8(80, 150);
             if (f == LinearFormat::kMxfp8)
@@ -2788,11 +2789,12 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       }
   }
   // Block FP8 quantized after the MMAs (VAR=16, the default on SM90; before them, 0, was removed
-  // in session 21) at M = 5 (one token tile) and 16: tw 1 / 2, splits 1 / 3, K tails.
+  // in session 21) at M = 5 (one token tile) and 16: tw 1 / 2, splits 1 / 3, K tails; 80 (probe,
+  // session 27): 16 with the weight scales of chunks 0 / 1 staged before griddepcontrol.wait.
   {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1");
     int k = 0;
-    for (const char* var : {"16", "16"})
+    for (const char* var : {"16", "80"})
       for (const char* tw : {"1", "2"}) {
         const LinearFormat f = LinearFormat::kFp8Block;
         ScopedEnv ev("B12X_GEMM_STREAM16_F8_VAR", var);
@@ -2812,6 +2814,32 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
         EXPECT_GT(l.serial, before) << name(c) << " tw " << tw;
         EXPECT_EQ(l.var, std::atoi(var)) << name(c);
+      }
+  }
+  // kF8VarEarly through its plan knob (probe, session 27) at one chunk per CTA (K = 2048, split 8:
+  // chunk 1 lies past every CTA's range), M = 1 / 12, block FP8 and MXFP8, bias, FP16 out, a graph.
+  {
+    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
+        ee("B12X_GEMM_STREAM16_F8_EARLY", "1"), es("B12X_GEMM_STREAM16_SPLIT", "8"),
+        et("B12X_GEMM_STREAM16_TW", "2"), e1("B12X_GEMM_STREAM16_F8_MINM", "1");
+    int k = 0;
+    for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8})
+      for (int64_t M : {1, 12}) {
+        Case c{f,
+               M,
+               (k % 2) ? 72 : 200,
+               2048,
+               DType::kBF16,
+               (k % 2) ? DType::kFP16 : DType::kBF16,
+               (k % 2) == 0};
+        ++k;
+        const int64_t before = gemm::lin::last_stream16_f8_launch().serial;
+        run_case(c, /*graph_replay=*/k == 2);
+        const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
+        EXPECT_GT(l.serial, before) << name(c);
+        EXPECT_TRUE(l.q) << name(c);
+        EXPECT_EQ(l.var & gemm::lin::kF8VarEarly, gemm::lin::kF8VarEarly) << name(c);
+        EXPECT_EQ(l.split, 8) << name(c);
       }
   }
   // Ring depth 8 (f16 MMAs: per-tensor at tw 2, its default; block FP8 / MXFP8 at tw 1 were removed

@@ -168,6 +168,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr bool kQ32 = kQ8 && kNt == 1 && (kVar & kF8VarQ32);
   constexpr bool kLate = (kVar & kF8VarLate) != 0 && kNt == 1;
   constexpr bool kCheap = kFold2 && (kVar & kF8VarCheap);
+  // kEarly (probe): the weight scales of chunks 0 and 1 staged before griddep_wait (they belong to
+  // no earlier kernel), and with kFold2 chunk 0's splats built there too, so that where the
+  // previous launch triggers its dependents early (the split's reduce, Plan::reduce_trig) the
+  // scales' DRAM round trip and the splat build overlap it instead of following the wait.
+  constexpr bool kEarly = (kVar & kF8VarEarly) != 0 && kGroup > 0;
   auto pow2s = [](int k) { return kCheap ? pow2_h2_cvt(k) : pow2_h2(k); };
   static_assert(!kQ8 || kGroup == 32, "quantization on 8 warps: MXFP8");
   static_assert(!kFold2 || kMma == 1, "operand-folded MXFP8 scales: f16 MMAs");
@@ -193,10 +198,83 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const int(&lim)[kTw] = cr.lim;
   uint4 ring[kDepth];
   s16_ring_fill(ring, cr);
+
+  // The weight scales of chunk c (no commit): block FP8 the CTA's row blocks x 2 groups (fp32),
+  // MXFP8 8 E8M0 bytes per row of the CTA (zero past the CTA / K).
+  auto stage_w = [&](int c) {
+    if (c >= nch) return;
+    uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
+    const int64_t v0 = vbase + static_cast<int64_t>(c) * kF8ChunkV;
+    if constexpr (kGroup == 128) {
+      const int i = threadIdx.x;
+      if (i >= 32 && i < 32 + 2 * kTw) {
+        const int rb = (i - 32) >> 1, gi = (i - 32) & 1;
+        const int64_t grp = v0 * 32 / 128 + gi;
+        const int64_t rblk = row0 / 128 + rb;
+        uint8_t* const d = slot + kScaleOff + 128 + (rb * 2 + gi) * 4;
+        if (rblk * 128 < p.n16 * 16 && grp < p.scale_ld)
+          f8s_cp_small<false>(d, p.wscale + (rblk * p.scale_ld + grp) * 4);
+        else
+          *reinterpret_cast<float*>(d) = 0.f;
+      }
+    } else if constexpr (kGroup == 32) {
+#pragma unroll
+      for (int i0 = 0; i0 < kStreamWarps * kTw * 16; i0 += kStreamWarps * 32) {
+        const int r = i0 + threadIdx.x;
+        if (kStreamWarps * kTw * 16 < kStreamWarps * 32 && r >= kStreamWarps * kTw * 16) break;
+        const int64_t row = r < tpc * 16 ? row0 + r : p.n16 * 16;  // past the CTA: zeros
+        uint8_t* const d = slot + kWmxOff + r * 8;
+        // scale_ld (KP / 32) and v0 are multiples of 8: aligned 8-byte rows.
+        if (row < p.n16 * 16 && v0 < p.kvec)
+          f8s_cp_small<true>(d, p.wscale + row * p.scale_ld + v0);
+        else
+          *reinterpret_cast<uint2*>(d) = make_uint2(0, 0);
+      }
+    }
+  };
+  // Atoms of chunk c inside K (0..8).
+  auto atoms_in = [&](int c) {
+    const int64_t arem = (p.K + 31) / 32 - (vbase + static_cast<int64_t>(c) * kF8ChunkV);
+    return arem <= 0 ? 0 : arem < kF8ChunkV ? static_cast<int>(arem) : kF8ChunkV;
+  };
+  // kFold2: per weight row of chunk c its largest E8M0 over the chunk's atoms inside K, the splats
+  // 2^(e - emax + 7) per atom and the chunk factor.
+  auto splats = [&](int c) {
+    if constexpr (kFold2) {
+      const int ain = atoms_in(c);
+      uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
+#pragma unroll
+      for (int r0 = 0; r0 < kStreamWarps * kTw * 16; r0 += kStreamWarps * 32) {
+        const int r = r0 + threadIdx.x;
+        if (kStreamWarps * kTw * 16 < kStreamWarps * 32 && r >= kStreamWarps * kTw * 16) break;
+        const uint2 eb = *reinterpret_cast<const uint2*>(slot + kWmxOff + r * 8);
+        const uint2 em = kCheap ? e8m0_masked(eb, ain) : eb;
+        const int emax = kCheap ? e8m0_max8(em) : e8m0_chunk_max(eb, ain);
+        const int wt = r >> 4, gg = r & 7, hi = (r >> 3) & 1;
+        uint32_t* const sp = reinterpret_cast<uint32_t*>(slot + kSplatOff);
+#pragma unroll
+        for (int a = 0; a < kF8ChunkV; ++a)
+          sp[((wt * kF8ChunkV + a) * 8 + gg) * 2 + hi] =
+              pow2s((kCheap ? e8m0_byte(em, a) : e8m0_in(eb, a, ain)) - emax + 7);
+        reinterpret_cast<float*>(slot + kWfacOff)[(wt * 8 + gg) * 2 + hi] = chunk_factor(emax);
+      }
+    }
+  };
+  if constexpr (kEarly) {
+    stage_w(0);
+    stage_w(1);
+    asm volatile("cp.async.commit_group;");
+    if constexpr (kFold2) {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+      __syncthreads();
+      splats(0);
+    }
+  }
   griddep_wait();  // the activations, their scales (and alpha) belong to earlier kernels
 
   // Chunk c -> slot c % 3: 16 token rows x 256 e4m3 (zero past M / K) and the chunk's scales.
-  // Always one commit group, so wait_group 1 at chunk c means chunk c has landed.
+  // Always one commit group, so wait_group 1 at chunk c means chunk c has landed (kEarly: its
+  // weight scales of chunks 0 / 1 are one group before them).
   const uint8_t* const x = static_cast<const uint8_t*>(p.x);
   auto stage = [&](int c) {
     if (c < nch) {
@@ -248,8 +326,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         }
       }
       if constexpr (kGroup == 128) {
-        // Activations: 2 fp32 per token (groups kc / 128, + 1; kQ: computed by convert); weights:
-        // the CTA's row blocks.
+        // Activations: 2 fp32 per token (groups kc / 128, + 1; kQ: computed by convert).
         const int i = threadIdx.x;
         if (i < 32 && !kQ) {
           const int tok = i >> 1, gi = i & 1;
@@ -260,19 +337,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
                 d, reinterpret_cast<const uint8_t*>(p.xscale + tok * p.xscale_ld + grp));
           else
             *reinterpret_cast<float*>(d) = 0.f;
-        } else if (i >= 32 && i < 32 + 2 * kTw) {
-          const int rb = (i - 32) >> 1, gi = (i - 32) & 1;
-          const int64_t grp = kc / 128 + gi;
-          const int64_t rblk = row0 / 128 + rb;
-          uint8_t* const d = slot + kScaleOff + 128 + (rb * 2 + gi) * 4;
-          if (rblk * 128 < p.n16 * 16 && grp < p.scale_ld)
-            f8s_cp_small<false>(d, p.wscale + (rblk * p.scale_ld + grp) * 4);
-          else
-            *reinterpret_cast<float*>(d) = 0.f;
         }
       } else if constexpr (kGroup == 32) {
-        // Activations: 8 E8M0 bytes per token (zero past M / K: 2^-127, finite); weights: 8
-        // E8M0 bytes per row of the CTA.
+        // Activations: 8 E8M0 bytes per token (zero past M / K: 2^-127, finite).
         const int i = threadIdx.x;
         if (i < 16 && !kQ) {
           uint8_t* const d = slot + kScaleOff + i * 8;
@@ -288,19 +355,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
             *reinterpret_cast<uint2*>(d) = make_uint2(w[0], w[1]);
           }
         }
-#pragma unroll
-        for (int i0 = 0; i0 < kStreamWarps * kTw * 16; i0 += kStreamWarps * 32) {
-          const int r = i0 + threadIdx.x;
-          if (kStreamWarps * kTw * 16 < kStreamWarps * 32 && r >= kStreamWarps * kTw * 16) break;
-          const int64_t row = r < tpc * 16 ? row0 + r : p.n16 * 16;  // past the CTA: zeros
-          uint8_t* const d = slot + kWmxOff + r * 8;
-          // scale_ld (KP / 32) and v0 are multiples of 8: aligned 8-byte rows.
-          if (row < p.n16 * 16 && v0 < p.kvec)
-            f8s_cp_small<true>(d, p.wscale + row * p.scale_ld + v0);
-          else
-            *reinterpret_cast<uint2*>(d) = make_uint2(0, 0);
-        }
       }
+      if (!kEarly || c >= 2) stage_w(c);
     }
     asm volatile("cp.async.commit_group;");
   };
@@ -412,31 +468,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     }
   };
   auto convert = [&](int c) {
-    // Atoms of chunk c inside K (0..8).
-    const int64_t arem = (p.K + 31) / 32 - (vbase + static_cast<int64_t>(c) * kF8ChunkV);
-    [[maybe_unused]] const int ain = arem <= 0          ? 0
-                                     : arem < kF8ChunkV ? static_cast<int>(arem)
-                                                        : kF8ChunkV;
-    if constexpr (kFold2) {
-      // Per weight row: its largest E8M0 over the chunk's atoms inside K, the splats
-      // 2^(e - emax + 7) per atom and the chunk factor.
-      uint8_t* const slot = dsm + (c % kF8Slots) * kSlot;
-#pragma unroll
-      for (int r0 = 0; r0 < kStreamWarps * kTw * 16; r0 += kStreamWarps * 32) {
-        const int r = r0 + threadIdx.x;
-        if (kStreamWarps * kTw * 16 < kStreamWarps * 32 && r >= kStreamWarps * kTw * 16) break;
-        const uint2 eb = *reinterpret_cast<const uint2*>(slot + kWmxOff + r * 8);
-        const uint2 em = kCheap ? e8m0_masked(eb, ain) : eb;
-        const int emax = kCheap ? e8m0_max8(em) : e8m0_chunk_max(eb, ain);
-        const int wt = r >> 4, gg = r & 7, hi = (r >> 3) & 1;
-        uint32_t* const sp = reinterpret_cast<uint32_t*>(slot + kSplatOff);
-#pragma unroll
-        for (int a = 0; a < kF8ChunkV; ++a)
-          sp[((wt * kF8ChunkV + a) * 8 + gg) * 2 + hi] =
-              pow2s((kCheap ? e8m0_byte(em, a) : e8m0_in(eb, a, ain)) - emax + 7);
-        reinterpret_cast<float*>(slot + kWfacOff)[(wt * 8 + gg) * 2 + hi] = chunk_factor(emax);
-      }
-    }
+    [[maybe_unused]] const int ain = atoms_in(c);
+    if (!kEarly || c > 0) splats(c);
     if constexpr (kQ) {
       quantize(c);
     } else if constexpr (kMma == 1) {
