@@ -4895,11 +4895,14 @@ TEST(GemmGpu, GgmlGemvImma) {
 
 TEST(GemmGpu, GgmlGemvImmaProbe) {
   B12X_REQUIRE_GPU();
-  // Session 27 probe 8199 (kTile: a loop per tile, lane constants through shared memory, the
-  // tail's partials read at once; M = 1, 2, 16 warps), both formats.
+  // Session 27 probes, both formats: 8199 (kTile: a loop per tile, lane constants through shared
+  // memory, the tail's partials read at once; M = 1, 2, 16 warps), 8207 (+ kInPlace: the next
+  // batch's loads into the current batch's registers; M = 1).
   ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
+  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
     imma_cases(f, "8199", "8199", 16, 16);
+    imma_m1_cases(f, "8207", 16);
+  }
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {

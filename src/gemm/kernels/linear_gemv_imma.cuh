@@ -68,8 +68,10 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 /// Kernel variant bits (plan var kGgmlImmaVar | bits; session 26): kP2 two pieces per value
 /// (radix 2^8 signed digits, 15 bits; every kernel), kPred activation loads by the supplying lanes
 /// only; session 27: kTile a loop per tile (no per-batch tile checks), the sub-scale words shifted
-/// once per batch, the CTA's tail reading every warp's partials at once.
-inline constexpr int kP2 = 1, kPred = 2, kTile = 4;
+/// once per batch, the CTA's tail reading every warp's partials at once; kInPlace (with kTile) the
+/// next batch's loads into the current batch's registers as each part of them is consumed (no
+/// register copies per batch).
+inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8;
 /// Dynamic shared memory at K for M tokens: the tables, two pieces and the per-atom scales per
 /// token.
 template <WFmt F>
@@ -196,11 +198,7 @@ __device__ __forceinline__ void cursor_next(Cursor& c, const LinearParams& p, in
 /// The lane's batch at the cursor (weights not allocated in L1: the activations live in shared
 /// memory, the weights are read once).
 template <WFmt F>
-__device__ __forceinline__ void load_batch(const Cursor& c, int d8, int s8, Batch<F>& B) {
-  B.w[0] = ldg_na128(c.w);
-  B.w[1] = ldg_na128(c.w + 512);
-  B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(c.d));
-  B.d[1] = __ldg(reinterpret_cast<const uint16_t*>(c.d + d8));
+__device__ __forceinline__ void load_subs(const Cursor& c, int s8, Batch<F>& B) {
   if constexpr (F == WFmt::kIq2Xs) {
     B.s[0] = __ldg(reinterpret_cast<const uint2*>(c.s));
     B.s[1] = __ldg(reinterpret_cast<const uint2*>(c.s + s8));
@@ -208,6 +206,18 @@ __device__ __forceinline__ void load_batch(const Cursor& c, int d8, int s8, Batc
     B.s[0] = make_uint2(__ldg(reinterpret_cast<const uint32_t*>(c.s)), 0u);
     B.s[1] = make_uint2(__ldg(reinterpret_cast<const uint32_t*>(c.s + s8)), 0u);
   }
+}
+template <WFmt F>
+__device__ __forceinline__ void load_d(const Cursor& c, int d8, Batch<F>& B) {
+  B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(c.d));
+  B.d[1] = __ldg(reinterpret_cast<const uint16_t*>(c.d + d8));
+}
+template <WFmt F>
+__device__ __forceinline__ void load_batch(const Cursor& c, int d8, int s8, Batch<F>& B) {
+  B.w[0] = ldg_na128(c.w);
+  B.w[1] = ldg_na128(c.w + 512);
+  load_d(c, d8, B);
+  load_subs(c, s8, B);
 }
 
 /// Values 4 i .. 4 i + 3 of a chunk: R bits of fma(x, 2^(13-E), 1.5 * 2^23 + 128), bits 0-22 =
@@ -241,7 +251,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   constexpr int kE = kXs ? 512 : 256, kSb = kXs ? 8 : 4;
   constexpr int kTabBytes = tab_bytes<F>(), kSrcOff = src_off<F>(), kZeroOff = zero_off<F>();
   static_assert((kV & kP2) != 0, "two activation pieces");
-  constexpr bool kPr = (kV & kPred) != 0, kTl = (kV & kTile) != 0;
+  constexpr bool kPr = (kV & kPred) != 0, kTl = (kV & kTile) != 0, kIp = (kV & kInPlace) != 0;
+  static_assert(!kIp || kTl, "in-place loads run in the loop per tile");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ float part[kW][2][kM][16];
   __shared__ __align__(8) int ptile[kW][2];
@@ -435,8 +446,10 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   float acc[kM][2] = {};  // token m, rows g, g + 8 over the lane's atoms
   int tile_b0 = b;        // the first batch of the current tile in the warp's range
   const int first_tile = tile;
-  // Batch b of the current tile (weights in cur) into acc.
-  const auto compute = [&](const Batch<F>& cur, int b) {
+  // Batch b of the current tile (weights in cur) into acc. kInPlace: pf, the next batch's loads
+  // from nc into cur, each part once its values are used (sub-scales after their shift, half h's
+  // weights after its decode, d last): ~0.7-1 batch of latency cover instead of 1, no copies.
+  const auto compute = [&](Batch<F>& cur, int b, bool pf, const Cursor& nc) {
     float bacc[kM][2] = {};
     float2 ps2[kM];
 #pragma unroll
@@ -450,6 +463,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       ssh[r][0] = cur.s[r].x >> ssh_t;
       ssh[r][1] = kXs ? cur.s[r].y >> ssh_t : 0u;
     }
+    if constexpr (kIp)
+      if (pf) load_subs(nc, s8, cur);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t A0 = 8 * b + 4 * h;  // the half batch's first atom
@@ -493,9 +508,11 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
           imma16832(cs[k][ch], a, (q & 1) ? x.z : x.x, (q & 1) ? x.w : x.y);
         }
       }
-      // Lane (g, t): atom 4h + t's pieces a, b of token m (cs[m][.][0], [1]; row g + 8: [2],
-      // [3]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of the row's word; IQ2_XS: byte t of word
-      // h, low nibble K 0-15, high 16-31).
+      if constexpr (kIp)
+        if (pf) cur.w[h] = ldg_na128(nc.w + 512 * h);
+          // Lane (g, t): atom 4h + t's pieces a, b of token m (cs[m][.][0], [1]; row g + 8: [2],
+          // [3]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of the row's word; IQ2_XS: byte t of
+          // word h, low nibble K 0-15, high 16-31).
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         // The sub-scales applied in int32 (|A 2^8 + B| (2s + 1) <= 2^29.5 over both
@@ -530,6 +547,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
 #pragma unroll
       for (int m = 0; m < kM; ++m) acc[m][r] = fmaf(bacc[m][r], d, acc[m][r]);
     }
+    if constexpr (kIp)
+      if (pf) load_d(nc, d8, cur);
   };
   // The warp's part of tile tl ends (whole: all of its batches): the quad's atoms added (fixed
   // order), stored, or kept in part[] for the CTA's tail.
@@ -586,9 +605,13 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
         } else {
           ld = nx;
         }
-        if (in || more) load_batch(ld, d8, s8, nxt);
-        compute(cur, b);
-        cur = nxt;
+        if constexpr (kIp) {
+          compute(cur, b, in || more, ld);
+        } else {
+          if (in || more) load_batch(ld, d8, s8, nxt);
+          compute(cur, b, false, ld);
+          cur = nxt;
+        }
       }
       tile_end(tile, tile_b0 == 0 && b1 == batches);
       tile_b0 = 0;
@@ -607,7 +630,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
         step();
         load_batch(ld, d8, s8, nxt);
       }
-      compute(cur, b);
+      compute(cur, b, false, ld);
       if (nb == 0 || u + 1 == ue) {
         tile_end(tile, tile_b0 == 0 && nb == 0);
         tile_b0 = 0;
