@@ -33,20 +33,18 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   const bool xs = f == WFmt::kIq2Xs;
   // IQ2 weights only: a forced B12X_GGML_GEMV_VAR on a Q8_0 plan must find no kernel here.
   if (fp16 || M < 1 || M > 2 || (f != WFmt::kIq2Xs && f != WFmt::kIq2Xxs)) return nullptr;
-  // Session 27 probes: kTile (the loop per tile), M = 1, 2, 16 warps; with kInPlace, M = 1.
-  if (var == (kGgmlImmaVar | kP2 | kPred | kTile | kInPlace) && warps == 16 && M == 1) {
-    constexpr int v = kP2 | kPred | kTile | kInPlace;
-    return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, v>
-              : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, v>;
-  }
-  if (var == (kGgmlImmaVar | kP2 | kPred | kTile) && warps == 16) {
-    constexpr int v = kP2 | kPred | kTile;
+  // Session 27 probes: kTile (the loop per tile) without / with kInPlace, M = 1, 2, 16 warps.
+  const auto tile_kernel = [&]<int kV>() -> ImmaFn {
     if (xs)
-      return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 2, v>
-                    : &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, v>;
-    return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 2, v>
-                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, v>;
-  }
+      return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 2, kV>
+                    : &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kV>;
+    return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 2, kV>
+                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kV>;
+  };
+  if (var == (kGgmlImmaVar | kP2 | kPred | kTile) && warps == 16)
+    return tile_kernel.template operator()<kP2 | kPred | kTile>();
+  if (var == (kGgmlImmaVar | kP2 | kPred | kTile | kInPlace) && warps == 16)
+    return tile_kernel.template operator()<kP2 | kPred | kTile | kInPlace>();
   if (var == (kGgmlImmaVar | kP2 | kPred) && warps == 16) {
     if (xs)
       return M == 1 ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kP2 | kPred> : nullptr;
