@@ -1267,7 +1267,7 @@ Plan plan(const Caps& caps) {
     auto xs_fits = [&](int S, int deep, bool m1) {
       const int64_t clusters = (geo.n16 + S - 1) / S;
       int64_t fit = clusters;
-      for (int d : {0, deep})
+      for (int d : {deep < 0 ? deep : 0, deep})
         for (int mma : {0, 1}) {
           if ((mma == 0 && !m1) || (mma == 1 && M < 2)) continue;
           // (Without an instance run falls back to the plain staging: no cluster.)
@@ -1281,16 +1281,24 @@ Plan plan(const Caps& caps) {
         }
       return fit >= clusters;
     };
+    // Probe (session 27): B12X_GEMM_DECODE_XSHARE_SHALLOW=1 adds S = 2 with a ring of 2 slices
+    // per warp (deep -1: 16 rows of K = 4096 and the ring leave 2 CTAs per SM) as the two-tile
+    // grid's last candidate, =2 forces that ring at two token tiles.
+    const char* xsh_env = std::getenv("B12X_GEMM_DECODE_XSHARE_SHALLOW");
+    const int xs_shallow = xsh_env != nullptr && nt == 2 && xs16 ? std::atoi(xsh_env) : 0;
     int xs_s = 0, xs_deep = 0;
     if (f8_sm90 && wf == lin::WFmt::kFp8 && !fp16 && geo.K % 16 == 0 && split_env == nullptr &&
         ctas_n * 10 < 9 * sms && (M <= 8 || xs16) && xs_stage_ok && xs_force != 0) {
       // The deeper ring's rule below at the grid's split of 1.
       const int pd = M <= 3 && geo.n16 > sms && geo.n16 <= 2 * sms ? 1 : 0;
       if (xs_force == 2 || xs_force == 4) {
-        for (int d : {pd, 0})
+        for (int d : {xs_shallow == 2 ? -1 : pd, xs_shallow == 2 ? -1 : 0})
           if (xs_s == 0 && xs_fits(xs_force, d, true)) xs_s = xs_force, xs_deep = d;
       } else if (xs_force < 0 && M >= xs_min_m) {
-        const int cand[3][2] = {{4, pd}, {4, 0}, {2, pd}};
+        const int cand[4][2] = {{4, xs_shallow == 2 ? -1 : pd},
+                                {4, xs_shallow == 2 ? -1 : 0},
+                                {2, xs_shallow == 2 ? -1 : pd},
+                                {2, xs_shallow == 1 ? -1 : pd}};
         for (const auto& c : cand)
           if (xs_s == 0 && (c[0] == 2 || geo.n16 > sms) && xs_fits(c[0], c[1], xs_min_m == 1))
             xs_s = c[0], xs_deep = c[1];
@@ -1500,7 +1508,7 @@ Plan plan(const Caps& caps) {
     if (f8_sm90 && M <= 3 && ws == 4 && !p.decode_pipe && !p.decode_half && geo.n16 * split > sms &&
         geo.n16 * split <= 2 * sms && lin::decode_deep_available(wf, fp16, 1))
       p.decode_deep = 1;
-    if (xs_s > 0 && xs_deep == 0) p.decode_deep = 0;  // the shared staging's clusters need it
+    if (xs_s > 0 && xs_deep <= 0) p.decode_deep = xs_deep;  // the shared staging's clusters need it
     if (const char* e = std::getenv("B12X_GEMM_DECODE_DEEP"); e != nullptr) {
       const int want = std::atoi(e);
       p.decode_deep = ws == 4 && want == 1 && !p.decode_pipe && !p.decode_half &&
@@ -3157,6 +3165,8 @@ void run(const Binding& b, Stream stream) {
               lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes <=
           lin::kDecodeDeepBudget)
     p.decode_deep = plan.decode_deep;
+  // The shallow ring (probe) of a two-tile plan on the shared staging: its two-tile runs there.
+  if (plan.decode_deep < 0 && nt == 2 && xs_run) p.decode_deep = plan.decode_deep;
   p.decode_seg_stage = plan.decode_seg_stage ? 1 : 0;
   p.decode_sync_stage = plan.decode_sync_stage && M >= 2 ? 1 : 0;
   p.decode_mma = M >= 2 ? plan.decode_fp8_mma : plan.decode_fp8_mma_m1;

@@ -24,12 +24,15 @@ DecodeFn pick_decode_fp8(WFmt f, int nt, int ws, bool pipe, bool half, int deep,
 
 DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma, int nt) {
   constexpr WFmt F = WFmt::kFp8;
-  if (f != F || deep < 0 || deep > 1) return nullptr;
-  // Session 26 (default, XSHARE16): two token tiles (M = 9..16), f16 MMAs, the default ring.
+  if (f != F || deep < -1 || deep > 1) return nullptr;
+  // Session 26 (default, XSHARE16): two token tiles (M = 9..16), f16 MMAs, the default ring;
+  // session 27 (probe, B12X_GEMM_DECODE_XSHARE_SHALLOW): a ring of 2 slices per warp (deep -1).
   if (nt == 2)
-    return mma == 1 && deep == 0
-               ? &linear_decode_kernel<F, Bf16Tag, 2, 4, false, false, 0, false, 1, true>
-               : nullptr;
+    return mma != 1    ? nullptr
+           : deep == 0 ? &linear_decode_kernel<F, Bf16Tag, 2, 4, false, false, 0, false, 1, true>
+           : deep < 0  ? &linear_decode_kernel<F, Bf16Tag, 2, 4, false, false, -1, false, 1, true>
+                       : nullptr;
+  if (deep < 0) return nullptr;
   if (nt != 1) return nullptr;
   // The e4m3 MMAs of M = 1 runs without the deeper ring (its rule never meets the shared
   // staging's from M = 1: both take grids of more CTAs than SMs only from M = 2).

@@ -1110,6 +1110,30 @@ TEST(GemmGpu, DecodeFp8Xshare) {
         << "M=" << r.M << " N=" << r.N << " K=" << r.K << " xshare " << l.xshare << " nt " << l.nt
         << " smem " << l.smem;
   }
+  // Probe (session 27): two token tiles with a ring of 2 slices per warp
+  // (B12X_GEMM_DECODE_XSHARE_SHALLOW=2) forced S = 2 / 4 at M = 16 / 11 with K tails inside a
+  // slice, bias, FP16 out, graphs; a capacity-16 plan's M = 5 run on its one-tile instance
+  // (the default ring).
+  {
+    ScopedEnv esh("B12X_GEMM_DECODE_XSHARE_SHALLOW", "2");
+    const Run srs[] = {
+        {16, 200, 4128, DType::kBF16, true, true, "2", nullptr, nullptr},
+        {11, 72, 1312, DType::kFP16, false, true, "4", nullptr, nullptr},
+        {5, 136, 2080, DType::kBF16, true, false, "2", nullptr, nullptr},
+    };
+    for (const Run& r : srs) {
+      ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", r.xshare);
+      Case c{LinearFormat::kFp8Tensor, r.M, r.N, r.K, DType::kFP8E4M3, r.out, r.bias};
+      c.max_tokens = 16;
+      run_case(c, r.graph);
+      const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+      const int nt = r.M > 8 ? 2 : 1;
+      EXPECT_TRUE(l.ws == 4 && l.nt == nt && l.xshare == std::atoi(r.xshare) &&
+                  l.deep == (nt == 2 ? -1 : 0))
+          << "M=" << r.M << " N=" << r.N << " K=" << r.K << " xshare " << l.xshare << " nt " << l.nt
+          << " deep " << l.deep;
+    }
+  }
 }
 
 TEST(GemmGpu, DecodeSliceHalvesFp8) {

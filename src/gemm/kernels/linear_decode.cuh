@@ -206,7 +206,9 @@ __device__ __forceinline__ void xsh_bulk_multicast(uint32_t dst, const void* src
 /// takes 1 for NVFP4 where each warp streams >= 6 slices). At K = 4096 each of a tile's 4 warps
 /// streams 2 slices; with the default ring the second is requested only after the first has
 /// landed (the staging's wait covers the first slice too), two DRAM round trips per CTA; one more
-/// stage requests both before the staging.
+/// stage requests both before the staging. kDeep -1 (probe, session 27; per-tensor FP8 on the
+/// shared staging at two token tiles): a ring of 2 slices, so that 16 staged rows of K = 4096
+/// leave 2 CTAs per SM.
 /// kLean (FP4 weights with BF16 MMAs; the default where it exists since session 9): the
 /// per-slice bookkeeping by running pointers (the source of the next ring request and the scale
 /// bytes of the next slice advance by a constant instead of 64-bit multiplies of the slice index),
@@ -238,6 +240,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
                            (F == WFmt::kNvfp4 || F == WFmt::kMxfp4 || F == WFmt::kFp8)),
                 "slice halves: FP4 weights with BF16 MMAs or per-tensor FP8, one warp per half");
   static_assert(kDeep == 0 || (kWS > 1 && !kPipe && !kHalf), "deeper rings: warp-split kernels");
+  static_assert(kDeep >= 0 || (kXsh && decode_stages(F) + kDeep >= 2), "shallow ring: kXsh");
   static_assert(!kLean || (!T::kFp16 && (F == WFmt::kNvfp4 || F == WFmt::kMxfp4)),
                 "lean bookkeeping: FP4 weights with BF16 MMAs");
   constexpr int kThreads = kHalf || kWS == 8 ? 256 : 128;
