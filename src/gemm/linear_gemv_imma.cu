@@ -45,6 +45,12 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
     return tile_kernel.template operator()<kP2 | kPred | kTile>();
   if (var == (kGgmlImmaVar | kP2 | kPred | kTile | kInPlace) && warps == 16)
     return tile_kernel.template operator()<kP2 | kPred | kTile | kInPlace>();
+  // Tile pairs (kPair), M = 1.
+  if (var == (kGgmlImmaVar | kP2 | kPred | kTile | kInPlace | kPair) && warps == 16 && M == 1) {
+    constexpr int v = kP2 | kPred | kTile | kInPlace | kPair;
+    return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, v>
+              : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, v>;
+  }
   if (var == (kGgmlImmaVar | kP2 | kPred) && warps == 16) {
     if (xs)
       return M == 1 ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kP2 | kPred> : nullptr;

@@ -4919,12 +4919,15 @@ TEST(GemmGpu, GgmlGemvImma) {
 
 TEST(GemmGpu, GgmlGemvImmaProbe) {
   B12X_REQUIRE_GPU();
-  // Session 27 probes, both formats, M = 1, 2, 16 warps: 8199 (kTile: a loop per tile, lane
-  // constants through shared memory, the tail's partials read at once), 8207 (+ kInPlace: the
-  // next batch's loads into the current batch's registers).
+  // Session 27 probes, both formats, 16 warps: 8199 (kTile: a loop per tile, lane constants
+  // through shared memory, the tail's partials read at once) and 8207 (+ kInPlace: the next
+  // batch's loads into the current batch's registers) at M = 1, 2; 8223 (+ kPair: units of two
+  // tiles, an odd tile count's last pair half empty: N = 200, 40, 72) at M = 1.
   ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
+  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
     for (const char* v : {"8199", "8207"}) imma_cases(f, v, v, 16, 16);
+    imma_m1_cases(f, "8223", 16);
+  }
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {

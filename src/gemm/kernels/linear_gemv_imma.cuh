@@ -70,8 +70,9 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 /// only; session 27: kTile a loop per tile (no per-batch tile checks), the sub-scale words shifted
 /// once per batch, the CTA's tail reading every warp's partials at once; kInPlace (with kTile) the
 /// next batch's loads into the current batch's registers as each part of them is consumed (no
-/// register copies per batch).
-inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8;
+/// register copies per batch); kPair (with both) a unit of two tiles (32 rows) sharing the
+/// batch's activation loads, scales and bookkeeping.
+inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8, kPair = 16;
 /// Dynamic shared memory at K for M tokens: the tables, two pieces and the per-atom scales per
 /// token.
 template <WFmt F>
@@ -253,18 +254,22 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   static_assert((kV & kP2) != 0, "two activation pieces");
   constexpr bool kPr = (kV & kPred) != 0, kTl = (kV & kTile) != 0, kIp = (kV & kInPlace) != 0;
   static_assert(!kIp || kTl, "in-place loads run in the loop per tile");
+  // kPair: kT = 2 tiles per unit (tile index tile = a pair; the second of an odd n16's last pair
+  // reads the first's weights again and stores nothing).
+  constexpr int kT = (kV & kPair) != 0 ? 2 : 1, kR = 16 * kT;
+  static_assert(kT == 1 || kIp, "pairs of tiles with the in-place loads");
   extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ float part[kW][2][kM][16];
+  __shared__ float part[kW][2][kM][kR];
   __shared__ __align__(8) int ptile[kW][2];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int n16 = static_cast<int>(p.n16);
+  const int n16 = static_cast<int>(p.n16), nun = (n16 + kT - 1) / kT;
   const int atoms = static_cast<int>(p.K / 32);
   const int batches = atoms / 8;
   // The CTA's tiles [t0, t0 + ntl) and the warp's units [ua, ue) of its ntl x batches.
   const int G = static_cast<int>(gridDim.x), bx = static_cast<int>(blockIdx.x);
-  const int tq = n16 / G, tr = n16 % G;
+  const int tq = nun / G, tr = nun % G;
   const int t0 = bx * tq + min(bx, tr);
   const int ntl = tq + (bx < tr ? 1 : 0);
   const int nu = ntl * batches;
@@ -273,9 +278,15 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   int tile = t0 + (ua < ue ? ua / batches : 0), b = ua < ue ? ua % batches : 0;
 
   int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
-  Batch<F> cur;
-  Cursor ld = cursor_at<kSb>(p, tile, b, g, t);
-  if (ua < ue) load_batch(ld, d8, s8, cur);
+  Batch<F> cur[kT];
+  Cursor ld[kT];
+  // Tile j of the unit (the last tile again for a pair's missing second).
+  const auto tile_j = [&](int tl, int j) { return kT == 1 ? tl : min(kT * tl + j, n16 - 1); };
+#pragma unroll
+  for (int j = 0; j < kT; ++j) {
+    ld[j] = cursor_at<kSb>(p, tile_j(tile, j), b, g, t);
+    if (ua < ue) load_batch(ld[j], d8, s8, cur[j]);
+  }
   // The position of the latest load (ltile, lb).
   int ltile = tile, lb = b;
   const auto step = [&]() {
@@ -283,7 +294,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       lb = 0;
       ++ltile;
     }
-    cursor_next<kSb>(ld, p, ltile, lb, g, t);
+    cursor_next<kSb>(ld[0], p, ltile, lb, g, t);
   };
 
   // Tables: 384 (IQ2_XS 640) entries x 32 copies as 16-byte stores (4 copies each); all of a
@@ -443,28 +454,32 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
 
-  float acc[kM][2] = {};  // token m, rows g, g + 8 over the lane's atoms
-  int tile_b0 = b;        // the first batch of the current tile in the warp's range
+  float acc[kT][kM][2] = {};  // tile j, token m, rows g, g + 8 over the lane's atoms
+  int tile_b0 = b;            // the first batch of the current tile in the warp's range
   const int first_tile = tile;
   // Batch b of the current tile (weights in cur) into acc. kInPlace: pf, the next batch's loads
   // from nc into cur, each part once its values are used (sub-scales after their shift, half h's
   // weights after its decode, d last): ~0.7-1 batch of latency cover instead of 1, no copies.
-  const auto compute = [&](Batch<F>& cur, int b, bool pf, const Cursor& nc) {
-    float bacc[kM][2] = {};
+  const auto compute = [&](Batch<F>* cur, int b, bool pf, const Cursor* nc) {
+    float bacc[kT][kM][2] = {};
     float2 ps2[kM];
 #pragma unroll
     for (int m = 0; m < kM; ++m)
       ps2[m] = *reinterpret_cast<const float2*>(pscale + m * atoms + 8 * b + ps_t);
     // kTile: the rows' sub-scale words shifted to the lane's atoms once per batch (IQ2_XXS: atom
     // t's nibble at bit 0, 4 + t's at 16; IQ2_XS: byte t of each half's word at bit 0).
-    uint32_t ssh[2][2];
+    uint32_t ssh[kT][2][2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      ssh[r][0] = cur.s[r].x >> ssh_t;
-      ssh[r][1] = kXs ? cur.s[r].y >> ssh_t : 0u;
+    for (int j = 0; j < kT; ++j) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        ssh[j][r][0] = cur[j].s[r].x >> ssh_t;
+        ssh[j][r][1] = kXs ? cur[j].s[r].y >> ssh_t : 0u;
+      }
+      if constexpr (kIp) {
+        if (pf) load_subs(nc[j], s8, cur[j]);
+      }
     }
-    if constexpr (kIp)
-      if (pf) load_subs(nc, s8, cur);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t A0 = 8 * b + 4 * h;  // the half batch's first atom
@@ -485,102 +500,120 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       float ps[kM];
 #pragma unroll
       for (int m = 0; m < kM; ++m) ps[m] = h ? ps2[m].y : ps2[m].x;
-      const uint4 wv = cur.w[h];
       // IQ2_XS: groups 0-1 (K 0-15) and 2-3 (16-31) of an atom carry their own sub-scales: two
       // chains per piece set ([1]: groups 2-3).
-      int cs[kSets][kXs ? 2 : 1][4] = {};
+      int cs[kT][kSets][kXs ? 2 : 1][4] = {};
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        // Slot words: row g groups 0|1, 2|3, row g + 8 groups 0|1, 2|3.
-        const uint32_t wg = q < 2 ? wv.x : wv.y, w8 = q < 2 ? wv.z : wv.w;
-        uint32_t a[4];
-        if (q & 1) {
-          entry_s8<F, true>(wg, clsw, tab0, slo, shi, a[0], a[2]);
-          entry_s8<F, true>(w8, clsw, tab0, slo, shi, a[1], a[3]);
-        } else {
-          entry_s8<F, false>(wg, clsw, tab0, slo, shi, a[0], a[2]);
-          entry_s8<F, false>(w8, clsw, tab0, slo, shi, a[1], a[3]);
-        }
-        const int ch = kXs ? q >> 1 : 0;
 #pragma unroll
-        for (int k = 0; k < kSets; ++k) {
-          const uint4 x = xv[k][q >> 1];
-          imma16832(cs[k][ch], a, (q & 1) ? x.z : x.x, (q & 1) ? x.w : x.y);
+        for (int j = 0; j < kT; ++j) {
+          // Slot words: row g groups 0|1, 2|3, row g + 8 groups 0|1, 2|3.
+          const uint4 wv = cur[j].w[h];
+          const uint32_t wg = q < 2 ? wv.x : wv.y, w8 = q < 2 ? wv.z : wv.w;
+          uint32_t a[4];
+          if (q & 1) {
+            entry_s8<F, true>(wg, clsw, tab0, slo, shi, a[0], a[2]);
+            entry_s8<F, true>(w8, clsw, tab0, slo, shi, a[1], a[3]);
+          } else {
+            entry_s8<F, false>(wg, clsw, tab0, slo, shi, a[0], a[2]);
+            entry_s8<F, false>(w8, clsw, tab0, slo, shi, a[1], a[3]);
+          }
+          const int ch = kXs ? q >> 1 : 0;
+#pragma unroll
+          for (int k = 0; k < kSets; ++k) {
+            const uint4 x = xv[k][q >> 1];
+            imma16832(cs[j][k][ch], a, (q & 1) ? x.z : x.x, (q & 1) ? x.w : x.y);
+          }
         }
       }
-      if constexpr (kIp)
-        if (pf) cur.w[h] = ldg_na128(nc.w + 512 * h);
-          // Lane (g, t): atom 4h + t's pieces a, b of token m (cs[m][.][0], [1]; row g + 8: [2],
-          // [3]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of the row's word; IQ2_XS: byte t of
-          // word h, low nibble K 0-15, high 16-31).
+      if constexpr (kIp) {
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        // The sub-scales applied in int32 (|A 2^8 + B| (2s + 1) <= 2^29.5 over both
-        // IQ2_XS chains), one conversion per row and atom; d / 8 is in the atom's scale.
-        int Xs[kM] = {};
+        for (int j = 0; j < kT; ++j)
+          if (pf) cur[j].w[h] = ldg_na128(nc[j].w + 512 * h);
+      }
+      // Lane (g, t): atom 4h + t's pieces a, b of token m (cs[j][m][.][0], [1]; row g + 8: [2],
+      // [3]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of the row's word; IQ2_XS: byte t of word
+      // h, low nibble K 0-15, high 16-31).
 #pragma unroll
-        for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
-          int fi;
-          if constexpr (kTl) {
-            // 2s + 1 from the shifted word's nibble (IQ2_XXS: at bit 16 h; IQ2_XS: at bit 4 ch of
-            // half h's word): one shift, one LOP3.
-            const uint32_t v = ssh[r][kXs ? h : 0];
-            const uint32_t sv = kXs ? (ch ? v >> 3 : v << 1) : (h ? v >> 15 : v << 1);
-            fi = static_cast<int>(lop3<0xEA>(sv, 0x1Eu, 1u));
-          } else {
-            const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
-                                    : cur.s[r].x >> (16 * h + 4 * t);
-            fi = static_cast<int>(((sw << 1) & 0x1Eu) | 1u);
+      for (int j = 0; j < kT; ++j)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          // The sub-scales applied in int32 (|A 2^8 + B| (2s + 1) <= 2^29.5 over both
+          // IQ2_XS chains), one conversion per row and atom; d / 8 is in the atom's scale.
+          int Xs[kM] = {};
+#pragma unroll
+          for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
+            int fi;
+            if constexpr (kTl) {
+              // 2s + 1 from the shifted word's nibble (IQ2_XXS: at bit 16 h; IQ2_XS: at bit 4 ch
+              // of half h's word): one shift, one LOP3.
+              const uint32_t v = ssh[j][r][kXs ? h : 0];
+              const uint32_t sv = kXs ? (ch ? v >> 3 : v << 1) : (h ? v >> 15 : v << 1);
+              fi = static_cast<int>(lop3<0xEA>(sv, 0x1Eu, 1u));
+            } else {
+              const uint32_t sw = kXs ? (h ? cur[j].s[r].y : cur[j].s[r].x) >> (8 * t + 4 * ch)
+                                      : cur[j].s[r].x >> (16 * h + 4 * t);
+              fi = static_cast<int>(((sw << 1) & 0x1Eu) | 1u);
+            }
+#pragma unroll
+            for (int m = 0; m < kM; ++m)
+              Xs[m] += (cs[j][m][ch][2 * r] * 256 + cs[j][m][ch][2 * r + 1]) * fi;
           }
 #pragma unroll
           for (int m = 0; m < kM; ++m)
-            Xs[m] += (cs[m][ch][2 * r] * 256 + cs[m][ch][2 * r + 1]) * fi;
+            bacc[j][m][r] = fmaf(static_cast<float>(Xs[m]), ps[m], bacc[j][m][r]);
         }
+    }
 #pragma unroll
-        for (int m = 0; m < kM; ++m)
-          bacc[m][r] = fmaf(static_cast<float>(Xs[m]), ps[m], bacc[m][r]);
+    for (int j = 0; j < kT; ++j) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float d = half_bits_f32(cur[j].d[r] & 0xFFFFu);
+#pragma unroll
+        for (int m = 0; m < kM; ++m) acc[j][m][r] = fmaf(bacc[j][m][r], d, acc[j][m][r]);
+      }
+      if constexpr (kIp) {
+        if (pf) load_d(nc[j], d8, cur[j]);
       }
     }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float d = half_bits_f32(cur.d[r] & 0xFFFFu);
-#pragma unroll
-      for (int m = 0; m < kM; ++m) acc[m][r] = fmaf(bacc[m][r], d, acc[m][r]);
-    }
-    if constexpr (kIp)
-      if (pf) load_d(nc, d8, cur);
   };
   // The warp's part of tile tl ends (whole: all of its batches): the quad's atoms added (fixed
   // order), stored, or kept in part[] for the CTA's tail.
   const auto tile_end = [&](int tl, bool whole) {
-    float v[kM][2];
+    float v[kT][kM][2];
 #pragma unroll
-    for (int m = 0; m < kM; ++m)
+    for (int j = 0; j < kT; ++j)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        v[m][r] = acc[m][r];
-        v[m][r] += __shfl_xor_sync(0xFFFFFFFFu, v[m][r], 1);
-        v[m][r] += __shfl_xor_sync(0xFFFFFFFFu, v[m][r], 2);
-        acc[m][r] = 0.f;
-      }
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          v[j][m][r] = acc[j][m][r];
+          v[j][m][r] += __shfl_xor_sync(0xFFFFFFFFu, v[j][m][r], 1);
+          v[j][m][r] += __shfl_xor_sync(0xFFFFFFFFu, v[j][m][r], 2);
+          acc[j][m][r] = 0.f;
+        }
     if (whole) {
       if (t == 0) {
 #pragma unroll
-        for (int m = 0; m < kM; ++m)
+        for (int j = 0; j < kT; ++j)
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const int64_t row = static_cast<int64_t>(tl) * 16 + g + 8 * r;
-            if (row < p.N) store_out_elem(p, m, row, v[m][r], mult);
-          }
+          for (int m = 0; m < kM; ++m)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const int64_t row = (static_cast<int64_t>(tl) * kT + j) * 16 + g + 8 * r;
+              if (row < p.N) store_out_elem(p, m, row, v[j][m][r], mult);
+            }
       }
     } else {
       const int slot = tl == first_tile ? 0 : 1;
       if (t == 0) {
 #pragma unroll
-        for (int m = 0; m < kM; ++m) {
-          part[warp][slot][m][g] = v[m][0];
-          part[warp][slot][m][g + 8] = v[m][1];
-        }
+        for (int j = 0; j < kT; ++j)
+#pragma unroll
+          for (int m = 0; m < kM; ++m) {
+            part[warp][slot][m][16 * j + g] = v[j][m][0];
+            part[warp][slot][m][16 * j + g + 8] = v[j][m][1];
+          }
       }
       if (lane == 0) ptile[warp][slot] = tl;
     }
@@ -594,23 +627,29 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       const bool more = u + (b1 - b) < ue;
       u += b1 - b;
       // The next tile's cursor, computed before the batch loop (no 64-bit products in it).
-      const Cursor nx = more ? cursor_at<kSb>(p, tile + 1, 0, g, t) : ld;
+      Cursor nx[kT];
+#pragma unroll
+      for (int j = 0; j < kT; ++j)
+        nx[j] = more ? cursor_at<kSb>(p, tile_j(tile + 1, j), 0, g, t) : ld[j];
       for (; b < b1; ++b) {
-        Batch<F> nxt;
         const bool in = b + 1 < b1;
-        if (in) {
-          ld.w += 1024;
-          ld.d += 2;
-          ld.s += kSb;
-        } else {
-          ld = nx;
+#pragma unroll
+        for (int j = 0; j < kT; ++j) {
+          if (in) {
+            ld[j].w += 1024;
+            ld[j].d += 2;
+            ld[j].s += kSb;
+          } else {
+            ld[j] = nx[j];
+          }
         }
         if constexpr (kIp) {
           compute(cur, b, in || more, ld);
         } else {
-          if (in || more) load_batch(ld, d8, s8, nxt);
+          Batch<F> nxt;
+          if (in || more) load_batch(ld[0], d8, s8, nxt);
           compute(cur, b, false, ld);
-          cur = nxt;
+          cur[0] = nxt;
         }
       }
       tile_end(tile, tile_b0 == 0 && b1 == batches);
@@ -628,7 +667,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       }
       if (u + 1 < ue) {
         step();
-        load_batch(ld, d8, s8, nxt);
+        load_batch(ld[0], d8, s8, nxt);
       }
       compute(cur, b, false, ld);
       if (nb == 0 || u + 1 == ue) {
@@ -637,16 +676,16 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       }
       tile = ntile;
       b = nb;
-      cur = nxt;
+      cur[0] = nxt;
     }
   }
   griddep_launch_dependents();
   __syncthreads();
   // Tiles covered in part by several warps: their partials in warp order (kTile: every warp's
   // slots read at once, one shared-memory round trip).
-  for (int i = static_cast<int>(threadIdx.x); i < kM * ntl * 16; i += kThr) {
-    const int m = kM > 1 ? i / (ntl * 16) : 0, it = i - m * ntl * 16;
-    const int tl = t0 + (it >> 4), row16 = it & 15;
+  for (int i = static_cast<int>(threadIdx.x); i < kM * ntl * kR; i += kThr) {
+    const int m = kM > 1 ? i / (ntl * kR) : 0, it = i - m * ntl * kR;
+    const int tl = t0 + it / kR, row_u = it % kR;
     float s = 0.f;
     bool any = false;
     if constexpr (kTl) {
@@ -658,7 +697,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
         pt[w][0] = q.x;
         pt[w][1] = q.y;
 #pragma unroll
-        for (int sl = 0; sl < 2; ++sl) pv[w][sl] = part[w][sl][m][row16];
+        for (int sl = 0; sl < 2; ++sl) pv[w][sl] = part[w][sl][m][row_u];
       }
 #pragma unroll
       for (int w = 0; w < kW; ++w)
@@ -673,11 +712,11 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
 #pragma unroll
         for (int sl = 0; sl < 2; ++sl)
           if (ptile[w][sl] == tl) {
-            s += part[w][sl][m][row16];
+            s += part[w][sl][m][row_u];
             any = true;
           }
     }
-    const int64_t row = static_cast<int64_t>(tl) * 16 + row16;
+    const int64_t row = static_cast<int64_t>(tl) * kR + row_u;
     if (any && row < p.N) store_out_elem(p, m, row, s, mult);
   }
 }
