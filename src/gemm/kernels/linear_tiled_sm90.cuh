@@ -34,6 +34,7 @@
 // capability 9.0.
 #pragma once
 
+#include "b12x/status.h"  // B12X_ASSERT (wgmma_grid), for units that include no host header first
 #include "gemm/kernels/linear_common.cuh"
 #include "gemm/kernels/linear_tiled.cuh"  // e8m0_bf16_splat
 
