@@ -37,6 +37,7 @@
 
 #include <cuda_bf16.h>
 
+#include "b12x/status.h"  // B12X_ASSERT, used by linear_tiled_sm90.cuh's host helpers
 #include "formats/swizzle.h"
 #include "gemm/kernels/cluster_sum.cuh"
 #include "gemm/kernels/linear_common.cuh"
