@@ -45,11 +45,22 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
     return tile_kernel.template operator()<kP2 | kPred | kTile>();
   if (var == (kGgmlImmaVar | kP2 | kPred | kTile | kInPlace) && warps == 16)
     return tile_kernel.template operator()<kP2 | kPred | kTile | kInPlace>();
-  // Tile pairs (kPair), M = 1.
-  if (var == (kGgmlImmaVar | kP2 | kPred | kTile | kInPlace | kPair) && warps == 16 && M == 1) {
-    constexpr int v = kP2 | kPred | kTile | kInPlace | kPair;
-    return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, v>
-              : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, v>;
+  // Tile pairs (kPair) and the peeled loop (kPeel), M = 1.
+  constexpr int kIpv = kP2 | kPred | kTile | kInPlace;
+  if (warps == 16 && M == 1 && (var & ~(kPair | kPeel)) == (kGgmlImmaVar | kIpv)) {
+    switch (var & (kPair | kPeel)) {
+      case kPair:
+        return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPair>
+                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv | kPair>;
+      case kPeel:
+        return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPeel>
+                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv | kPeel>;
+      case kPair | kPeel:
+        return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPair | kPeel>
+                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv | kPair | kPeel>;
+      default:
+        break;
+    }
   }
   if (var == (kGgmlImmaVar | kP2 | kPred) && warps == 16) {
     if (xs)

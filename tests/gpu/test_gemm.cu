@@ -4922,11 +4922,12 @@ TEST(GemmGpu, GgmlGemvImmaProbe) {
   // Session 27 probes, both formats, 16 warps: 8199 (kTile: a loop per tile, lane constants
   // through shared memory, the tail's partials read at once) and 8207 (+ kInPlace: the next
   // batch's loads into the current batch's registers) at M = 1, 2; 8223 (+ kPair: units of two
-  // tiles, an odd tile count's last pair half empty: N = 200, 40, 72) at M = 1.
+  // tiles, an odd tile count's last pair half empty: N = 200, 40, 72) at M = 1; with kPeel (each
+  // tile's last batch peeled, loads from per-tile bases) 8239 / 8255 at M = 1.
   ScopedEnv e("B12X_GGML_GEMV", "1");
   for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
     for (const char* v : {"8199", "8207"}) imma_cases(f, v, v, 16, 16);
-    imma_m1_cases(f, "8223", 16);
+    for (const char* v : {"8223", "8239", "8255"}) imma_m1_cases(f, v, 16);
   }
 }
 

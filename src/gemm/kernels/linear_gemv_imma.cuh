@@ -71,8 +71,9 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 /// once per batch, the CTA's tail reading every warp's partials at once; kInPlace (with kTile) the
 /// next batch's loads into the current batch's registers as each part of them is consumed (no
 /// register copies per batch); kPair (with both) a unit of two tiles (32 rows) sharing the
-/// batch's activation loads, scales and bookkeeping.
-inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8, kPair = 16;
+/// batch's activation loads, scales and bookkeeping; kPeel (with kInPlace) each tile's last batch
+/// out of the batch loop, the loads' addresses per batch from per-tile row bases (IMAD.WIDE).
+inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8, kPair = 16, kPeel = 32;
 /// Dynamic shared memory at K for M tokens: the tables, two pieces and the per-atom scales per
 /// token.
 template <WFmt F>
@@ -213,6 +214,29 @@ __device__ __forceinline__ void load_d(const Cursor& c, int d8, Batch<F>& B) {
   B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(c.d));
   B.d[1] = __ldg(reinterpret_cast<const uint16_t*>(c.d + d8));
 }
+/// kPeel: a batch's addresses (rows g and g + 8), from per-tile bases by at().
+struct Addr {
+  const uint8_t *w, *d, *d8, *s, *s8;
+  template <int kSb>
+  __device__ __forceinline__ Addr at(int b) const {
+    return Addr{w + b * 1024, d + b * 2, d8 + b * 2, s + b * kSb, s8 + b * kSb};
+  }
+};
+template <WFmt F>
+__device__ __forceinline__ void load_subs(const Addr& a, int, Batch<F>& B) {
+  if constexpr (F == WFmt::kIq2Xs) {
+    B.s[0] = __ldg(reinterpret_cast<const uint2*>(a.s));
+    B.s[1] = __ldg(reinterpret_cast<const uint2*>(a.s8));
+  } else {
+    B.s[0] = make_uint2(__ldg(reinterpret_cast<const uint32_t*>(a.s)), 0u);
+    B.s[1] = make_uint2(__ldg(reinterpret_cast<const uint32_t*>(a.s8)), 0u);
+  }
+}
+template <WFmt F>
+__device__ __forceinline__ void load_d(const Addr& a, int, Batch<F>& B) {
+  B.d[0] = __ldg(reinterpret_cast<const uint16_t*>(a.d));
+  B.d[1] = __ldg(reinterpret_cast<const uint16_t*>(a.d8));
+}
 template <WFmt F>
 __device__ __forceinline__ void load_batch(const Cursor& c, int d8, int s8, Batch<F>& B) {
   B.w[0] = ldg_na128(c.w);
@@ -258,6 +282,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   // reads the first's weights again and stores nothing).
   constexpr int kT = (kV & kPair) != 0 ? 2 : 1, kR = 16 * kT;
   static_assert(kT == 1 || kIp, "pairs of tiles with the in-place loads");
+  constexpr bool kPl = (kV & kPeel) != 0;
+  static_assert(!kPl || kIp, "the peeled loop with the in-place loads");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ float part[kW][2][kM][kR];
   __shared__ __align__(8) int ptile[kW][2];
@@ -460,7 +486,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   // Batch b of the current tile (weights in cur) into acc. kInPlace: pf, the next batch's loads
   // from nc into cur, each part once its values are used (sub-scales after their shift, half h's
   // weights after its decode, d last): ~0.7-1 batch of latency cover instead of 1, no copies.
-  const auto compute = [&](Batch<F>* cur, int b, bool pf, const Cursor* nc) {
+  const auto compute = [&](Batch<F>* cur, int b, bool pf, const auto* nc) {
     float bacc[kT][kM][2] = {};
     float2 ps2[kM];
 #pragma unroll
@@ -618,7 +644,38 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       if (lane == 0) ptile[warp][slot] = tl;
     }
   };
-  if constexpr (kTl) {
+  if constexpr (kPl) {
+    // kPeel: per tile, the row bases of this tile and the next (64-bit products once per tile);
+    // the batch loop's loads at base + index x stride, the tile's last batch (which loads the
+    // next tile's first) peeled out of it.
+    const auto rows_at = [&](int tl, int j) {
+      const Cursor c = cursor_at<kSb>(p, tile_j(tl, j), 0, g, t);
+      return Addr{c.w, c.d, c.d + d8, c.s, c.s + s8};
+    };
+    Addr rb[kT];
+#pragma unroll
+    for (int j = 0; j < kT; ++j) rb[j] = rows_at(tile, j);
+    for (int u = ua; u < ue;) {
+      const int b1 = min(batches, b + (ue - u));
+      const bool more = u + (b1 - b) < ue;
+      u += b1 - b;
+      Addr nb[kT], na[kT];
+#pragma unroll
+      for (int j = 0; j < kT; ++j) nb[j] = more ? rows_at(tile + 1, j) : rb[j];
+      for (; b + 1 < b1; ++b) {
+#pragma unroll
+        for (int j = 0; j < kT; ++j) na[j] = rb[j].template at<kSb>(b + 1);
+        compute(cur, b, true, na);
+      }
+      compute(cur, b, more, nb);
+      tile_end(tile, tile_b0 == 0 && b1 == batches);
+#pragma unroll
+      for (int j = 0; j < kT; ++j) rb[j] = nb[j];
+      tile_b0 = 0;
+      b = 0;
+      ++tile;
+    }
+  } else if constexpr (kTl) {
     // Session 27: a loop per tile (batches [b, b1) of the warp's range in it), so that a batch
     // pays no tile checks; the next batch's load is a stride on within the tile, the next tile's
     // first batch at its last.
