@@ -597,21 +597,13 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// kVar (session 25, early-K/V lean instances only): kVarVdEarly loads the V descale before the
 /// epilogue's barriers, kVarQPrefetch prefetches the CTA's Q rows into L2 before the PDL wait.
 /// hcvt8's early instance runs both (round 94; paged_instances.cuh).
-/// kVarWarm (session 27 probe, B12X_ATTN_EARLY_VAR): an early CTA runs its post-wait code once
-/// before the PDL wait with global loads and stores, K/V copies and ring writes off (the prologue,
-/// one loop iteration and the epilogue), so that after the wait those instructions come from the
-/// SM's instruction cache instead of DRAM (the K/V stream evicts them from L2 every call; the
-/// merge kernel's warm-up, session 26).
-constexpr int kVarVdEarly = 1, kVarQPrefetch = 2, kVarWarm = 4;
+constexpr int kVarVdEarly = 1, kVarQPrefetch = 2;
 template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kVar = 0>
 __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
   static_assert(kVar == 0 || kEarly, "kVar: early-K/V lean instances");
   constexpr bool kVdEarly = (kVar & kVarVdEarly) != 0;
-  constexpr bool kWarm = (kVar & kVarWarm) != 0;
   static_assert(!kEarly || (kLean && Cfg::kDecode), "early K/V: lean decode instances");
-  // kWarm: false during the warm-up pass (see kVarWarm; loads, stores and ring writes off)
-  bool live = true;
   stamp<kStamp>(p, 0);
   constexpr int kDqk = Cfg::kDqk, kDv = Cfg::kDv, kBN = Cfg::kBN, kBM = Cfg::kBM;
   constexpr int kWM = Cfg::kWM, kWN = Cfg::kWN, kStages = Cfg::kStages;
@@ -757,9 +749,9 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   // order, so these arrive before the prologue's copies).
   int real_cu0 = 0, real_cu1 = 0, real_lk = 0;
   auto load_real = [&]() {
-    real_cu0 = live ? p.cu_q[w.b] : spec_cu0;
-    real_cu1 = live ? p.cu_q[w.b + 1] : spec_cu1;
-    real_lk = live ? p.seqlens[w.b] : spec_lk;
+    real_cu0 = p.cu_q[w.b];
+    real_cu1 = p.cu_q[w.b + 1];
+    real_lk = p.seqlens[w.b];
   };
   if constexpr (kLean && Cfg::kDecode) {
     if (spec && !early) load_real();
@@ -827,7 +819,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     const int pr = rows0 + r;
     const int qi = div_group(p, pr);
     uint4 lo = make_uint4(0, 0, 0, 0), hi = make_uint4(0, 0, 0, 0);
-    if (qi < w.qlen && live) {
+    if (qi < w.qlen) {
       const int h = kvh * p.group + (pr - qi * p.group);
       const uint4* src = reinterpret_cast<const uint4*>(q + (int64_t)(w.q0 + qi) * p.q_st +
                                                         (int64_t)h * p.q_sh + kb * 16);
@@ -901,7 +893,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
         const int r = i / kCpr, c = i % kCpr;
         const int pr = rows0 + r;
         const int qi = div_group(p, pr);
-        const bool valid = qi < w.qlen && live;
+        const bool valid = qi < w.qlen;
         const int h = kvh * p.group + (pr - qi * p.group);
         const T* src = valid ? q + (int64_t)(w.q0 + qi) * p.q_st + (int64_t)h * p.q_sh + c * 8 : q;
         cp_async16(smem_u32(sQ + swz(r, c, kQRow)), src, valid);
@@ -963,7 +955,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
       const int pos = kv0 + lane + 32 * r;
       // Entries past the range are never read (the table may end there); ids are clamped into
       // the cache so bad metadata cannot fault.
-      pg[r] = pos < kv_end && live
+      pg[r] = pos < kv_end
                   ? static_cast<int>(
                         min(static_cast<uint32_t>(__ldg(table + (pos >> p.page_shift))), max_page))
                   : 0;
@@ -1020,7 +1012,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   auto issue_ids = [&](int t) {
     if (tid < kBN) {
       const int pos = kv_begin + t * kv_step + tid;
-      const bool valid = pos < kv_end && live;
+      const bool valid = pos < kv_end;
       cp_async4(smem_u32(sIds + (t % kStages) * kBN + tid),
                 valid ? table + (pos >> p.page_shift) : table, valid);
     }
@@ -1125,36 +1117,26 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     }
   };
   if constexpr (kLean && Cfg::kDecode) {
-    if (early) {
-      // Early K/V (kEarly, B12X_ATTN_EARLY_KV): the prologue's tiles whose rows all lie below
-      // cache_seqlens - q_len (the speculative values) are copied before the PDL wait, in tile
-      // order (tile s in cp.async group s), from the speculative page ids; the preceding
-      // kernels may still be running. Valid when they do not write those K/V rows (vLLM: the
-      // cache append writes the new tokens' rows only); stale metadata or ids are caught by the
-      // check below, which drains and redoes the prologue. After the wait: the remaining
-      // prologue tiles (in order), then one group with Q (16-bit tiles) and the page ids of
-      // tiles ahead .. ahead + pro - 1 (which the plain prologue sends with tiles 0 .. pro - 1:
-      // the table is read only after the wait), all waited for before the loop.
-      int n_early = 0;
-#pragma unroll
-      for (int s = 0; s < kStages; ++s) {
-        if (s >= pro || s != n_early || s >= n_tiles) break;
-        if (kv_begin + s * kv_step + kBN > w.lk - w.qlen) break;
-        load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
-        cp_async_commit();
-        ++n_early;
-      }
-    }
-  }
-  // kWarm: early CTAs run from here to the end of the epilogue twice, first with live = false
-  // before the wait (kVarWarm), then for real (a backward goto: one copy of the code, so the
-  // second pass executes the instructions the first one fetched).
-  int warm_pass = kWarm && early ? 0 : 1;
-warm_again:
-  if constexpr (kWarm) live = warm_pass == 1;
-  if constexpr (kLean && Cfg::kDecode) {
     if (spec) {
-      if (early && live) {
+      if (early) {
+        // Early K/V (kEarly, B12X_ATTN_EARLY_KV): the prologue's tiles whose rows all lie below
+        // cache_seqlens - q_len (the speculative values) are copied before the PDL wait, in tile
+        // order (tile s in cp.async group s), from the speculative page ids; the preceding
+        // kernels may still be running. Valid when they do not write those K/V rows (vLLM: the
+        // cache append writes the new tokens' rows only); stale metadata or ids are caught by the
+        // check below, which drains and redoes the prologue. After the wait: the remaining
+        // prologue tiles (in order), then one group with Q (16-bit tiles) and the page ids of
+        // tiles ahead .. ahead + pro - 1 (which the plain prologue sends with tiles 0 .. pro - 1:
+        // the table is read only after the wait), all waited for before the loop.
+        int n_early = 0;
+#pragma unroll
+        for (int s = 0; s < kStages; ++s) {
+          if (s >= pro || s != n_early || s >= n_tiles) break;
+          if (kv_begin + s * kv_step + kBN > w.lk - w.qlen) break;
+          load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
+          cp_async_commit();
+          ++n_early;
+        }
         wait_now();
         load_real();
       }
@@ -1179,7 +1161,7 @@ warm_again:
 #pragma unroll
         for (int s = 0; s < kStages; ++s) {
           if (s >= pro) break;
-          if (s < n_early || !live) continue;
+          if (s < n_early) continue;
           if (s == 0 || s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
           cp_async_commit();
         }
@@ -1197,7 +1179,6 @@ warm_again:
       for (int s = 0; s < kStages; ++s)
 #pragma unroll
         for (int r = 0; r < kIdRegs; ++r) ok = ok && chk[s][r] == pg0[s][r];
-      if constexpr (kWarm) ok = ok || !live;
       if (!__syncthreads_and(ok)) {
         // Stale metadata or ids: let the speculative copies land, then redo the prologue.
         cp_async_wait<0>();
@@ -1245,7 +1226,7 @@ warm_again:
     l_run[mb][0] = l_run[mb][1] = 0.f;
   }
 
-  const float kdesc = load_scale(live ? p.k_descale : nullptr, p.kd_sb, p.kd_sh, w.b, kvh);
+  const float kdesc = load_scale(p.k_descale, p.kd_sb, p.kd_sh, w.b, kvh);
   const float scale = p.scale_log2 * kdesc;
   // Per-row score scale: fp16-MMA tiles undo each Q row's 2^e.
   float row_scale[Cfg::kMB][2];
@@ -1281,9 +1262,7 @@ warm_again:
     }
   }
 
-  // kWarm's first pass: one iteration, no refill
-  const int n_iter = kWarm && !live ? min(n_tiles, 1) : n_tiles;
-  for (int it = 0; it < n_iter; ++it) {
+  for (int it = 0; it < n_tiles; ++it) {
     // Group g holds tile g (the full ring's iteration 0 commits none): `ahead` groups may stay
     // pending at iteration 0 of the full ring, ahead - 1 otherwise.
     const bool refill = !(full_ring && it == 0);  // the full ring's stages are all in use
@@ -1295,7 +1274,7 @@ warm_again:
     }
     if (refill) {
       const int nx = it + ahead;
-      if (nx < n_tiles && live) {  // CTA-uniform
+      if (nx < n_tiles) {  // CTA-uniform
         // Tile nx's ids landed with tile it's group (waited above). The slot written now,
         // (nx + ahead) % kStages, held the ids of tile nx + ahead - kStages, issued (read)
         // before this iteration's barrier.
@@ -1588,8 +1567,7 @@ warm_again:
   stamp<kStamp>(p, 6);
   // kVarVdEarly: the V descale's load leaves before the warp merge's barriers instead of after
   // them, where its L2 round trip sat between the last barrier and the epilogue's stores.
-  const float vdesc_early =
-      kVdEarly ? load_scale(live ? p.v_descale : nullptr, p.vd_sb, p.vd_sh, w.b, kvh) : 1.f;
+  const float vdesc_early = kVdEarly ? load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh) : 1.f;
 
 #pragma unroll
   for (int mb = 0; mb < kMB; ++mb)
@@ -1641,7 +1619,7 @@ warm_again:
     float* sm_m = reinterpret_cast<float*>(sRing);
     float* sm_l = sm_m + kWN * kBM;
     float* sm_o = sm_l + kWN * kBM;
-    if (t4 == 0 && dh == 0 && live) {  // both halves of a pair hold the same m and l
+    if (t4 == 0 && dh == 0) {  // both halves of a pair hold the same m and l
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         sm_m[wn * kBM + wm * 16 + g + 8 * r] = m_run[0][r];
@@ -1688,7 +1666,7 @@ warm_again:
           v.z = o[0][db][2];
           v.w = o[0][db][3];
         }
-        if (live) sv[(wn * (kDv / 8) + dh * (kDvW / 8) + db) * 32 + lane] = v;
+        sv[(wn * (kDv / 8) + dh * (kDvW / 8) + db) * 32 + lane] = v;
       }
       __syncthreads();
 #pragma unroll
@@ -1765,8 +1743,7 @@ warm_again:
   }
 
   // ---- epilogue: final output (single split) or normalised partial + LSE ----
-  const float vdesc =
-      kVdEarly ? vdesc_early : load_scale(live ? p.v_descale : nullptr, p.vd_sb, p.vd_sh, w.b, kvh);
+  const float vdesc = kVdEarly ? vdesc_early : load_scale(p.v_descale, p.vd_sb, p.vd_sh, w.b, kvh);
   const bool final_out = range.ns == 1;
   // Rows of kN n-blocks starting at n-block `base` (all of them unless spread; the warp holding
   // n-block 0 writes the LSE); at(mb, i, e) is element e of the i-th of them (compile-time i:
@@ -1783,7 +1760,7 @@ warm_again:
         const int tok = w.q0 + qi;
         float mm = m_run[mb][r], ll = l_run[mb][r];
         float rescale = 1.f;
-        if (final_out && p.sinks != nullptr && live) {
+        if (final_out && p.sinks != nullptr) {
           const float sl2 = p.sinks[h] * kLog2e;
           const float mn = fmaxf(mm, sl2);
           rescale = fast_exp2(mm - mn);  // 0 when there was no key
@@ -1800,12 +1777,11 @@ warm_again:
 #pragma unroll
           for (int q = 0; q < kN / 4; ++q) {
             auto x = [&](int i, int e) { return at(mb, 4 * q + i, 2 * r + e) * factor; };
-            if (live)
-              *reinterpret_cast<uint4*>(out + 32 * q) =
-                  make_uint4(pack2<T>(x(0, 0), x(1, 0)), pack2<T>(x(2, 0), x(3, 0)),
-                             pack2<T>(x(0, 1), x(1, 1)), pack2<T>(x(2, 1), x(3, 1)));
+            *reinterpret_cast<uint4*>(out + 32 * q) =
+                make_uint4(pack2<T>(x(0, 0), x(1, 0)), pack2<T>(x(2, 0), x(3, 0)),
+                           pack2<T>(x(0, 1), x(1, 1)), pack2<T>(x(2, 1), x(3, 1)));
           }
-          if (base == 0 && p.lse != nullptr && t4 == 0 && live)
+          if (base == 0 && p.lse != nullptr && t4 == 0)
             p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
         } else if (Cfg::kDirectV) {
           const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
@@ -1813,33 +1789,29 @@ warm_again:
 #pragma unroll
           for (int q = 0; q < kN / 4; ++q) {
             auto x = [&](int i, int e) { return at(mb, 4 * q + i, 2 * r + e) * factor; };
-            if (live) {
-              *reinterpret_cast<float4*>(po + 32 * q) =
-                  make_float4(x(0, 0), x(1, 0), x(2, 0), x(3, 0));
-              *reinterpret_cast<float4*>(po + 32 * q + 4) =
-                  make_float4(x(0, 1), x(1, 1), x(2, 1), x(3, 1));
-            }
+            *reinterpret_cast<float4*>(po + 32 * q) =
+                make_float4(x(0, 0), x(1, 0), x(2, 0), x(3, 0));
+            *reinterpret_cast<float4*>(po + 32 * q + 4) =
+                make_float4(x(0, 1), x(1, 1), x(2, 1), x(3, 1));
           }
-          if (base == 0 && t4 == 0 && live) p.part_lse[row] = lse;
+          if (base == 0 && t4 == 0) p.part_lse[row] = lse;
         } else if (final_out) {
           T* out = static_cast<T*>(p.out) + (int64_t)tok * p.o_st + (int64_t)h * p.o_sh + 8 * base +
                    2 * t4;
 #pragma unroll
           for (int i = 0; i < kN; ++i)
-            if (live)
-              *reinterpret_cast<uint32_t*>(out + i * 8) =
-                  pack2<T>(at(mb, i, 2 * r) * factor, at(mb, i, 2 * r + 1) * factor);
-          if (base == 0 && p.lse != nullptr && t4 == 0 && live)
+            *reinterpret_cast<uint32_t*>(out + i * 8) =
+                pack2<T>(at(mb, i, 2 * r) * factor, at(mb, i, 2 * r + 1) * factor);
+          if (base == 0 && p.lse != nullptr && t4 == 0)
             p.lse[(int64_t)tok * p.lse_st + (int64_t)h * p.lse_sh] = lse;
         } else {
           const int64_t row = ((int64_t)split * p.total_q + tok) * p.num_q_heads + h;
           float* po = p.part_o + row * kDv + 8 * base + 2 * t4;
 #pragma unroll
           for (int i = 0; i < kN; ++i)
-            if (live)
-              *reinterpret_cast<float2*>(po + i * 8) =
-                  make_float2(at(mb, i, 2 * r) * factor, at(mb, i, 2 * r + 1) * factor);
-          if (base == 0 && t4 == 0 && live) p.part_lse[row] = lse;
+            *reinterpret_cast<float2*>(po + i * 8) =
+                make_float2(at(mb, i, 2 * r) * factor, at(mb, i, 2 * r + 1) * factor);
+          if (base == 0 && t4 == 0) p.part_lse[row] = lse;
         }
       }
   };
@@ -1863,12 +1835,6 @@ warm_again:
   stamp<kStamp>(p, 7);
   stamp_meta<kStamp>(
       p, (uint64_t(1) << 63) | (uint64_t(split) << 32) | (uint64_t(n_tiles & 0xffff) << 16));
-  if constexpr (kWarm) {
-    if (warm_pass == 0) {  // CTA-uniform
-      warm_pass = 1;
-      goto warm_again;
-    }
-  }
 
   // ---- fused split merge (decode/verify): the last CTA of the tile's splits merges ----
   // Each CTA publishes its partials (fence, then one ticket per CTA); the CTA that draws the
@@ -1902,11 +1868,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 /// K/V takes 209 (216 allocated, 55296 per SM for its two CTAs), which leaves 10240 registers,
 /// less than the 12288 of a 96-register merge CTA; at 208 (53248) the merge CTA of the same call
 /// fits beside them (PagedPlan::early_cap).
-template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kMaxRegs,
-          int kVar = 0>
+template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kMaxRegs>
 __global__ void __maxnreg__(kMaxRegs)
     paged_attention_kernel_cap(const __grid_constant__ PagedParams p) {
-  paged_attention_body<T, Cfg, kLean, kStamp, kEarly, kVar>(p);
+  paged_attention_body<T, Cfg, kLean, kStamp, kEarly>(p);
 }
 
 // ---------------------------------------------------------------- merge ----------------------
