@@ -1281,11 +1281,15 @@ Plan plan(const Caps& caps) {
         }
       return fit >= clusters;
     };
-    // Probe (session 27): B12X_GEMM_DECODE_XSHARE_SHALLOW=1 adds S = 2 with a ring of 2 slices
-    // per warp (deep -1: 16 rows of K = 4096 and the ring leave 2 CTAs per SM) as the two-tile
-    // grid's last candidate, =2 forces that ring at two token tiles.
+    // Session 27: S = 2 with a ring of 2 slices per warp (deep -1: 16 rows of K = 4096 and the
+    // ring leave 2 CTAs per SM, where the default ring leaves one) as the two-tile grid's last
+    // candidate. Round 101 (H200, us, per-tensor 4096x4096, the only one of the five shapes it
+    // reaches): M = 16 8.54 (block kernel, split + reduce) -> 8.06, M = 13 level (the default
+    // ring fits); a capacity-16 plan's runs (its M <= 8 on the one-tile grid from the same plan)
+    // M = 1 / 4 / 8 6.75 / 7.38 / 8.00 -> 5.92 / 6.72 / 6.82. B12X_GEMM_DECODE_XSHARE_SHALLOW=0
+    // turns it off, =2 forces that ring at two token tiles (tests).
     const char* xsh_env = std::getenv("B12X_GEMM_DECODE_XSHARE_SHALLOW");
-    const int xs_shallow = xsh_env != nullptr && nt == 2 && xs16 ? std::atoi(xsh_env) : 0;
+    const int xs_shallow = nt == 2 && xs16 ? (xsh_env != nullptr ? std::atoi(xsh_env) : 1) : 0;
     int xs_s = 0, xs_deep = 0;
     if (f8_sm90 && wf == lin::WFmt::kFp8 && !fp16 && geo.K % 16 == 0 && split_env == nullptr &&
         ctas_n * 10 < 9 * sms && (M <= 8 || xs16) && xs_stage_ok && xs_force != 0) {
@@ -2271,20 +2275,26 @@ Plan plan(const Caps& caps) {
     // 21.40 / 12.30 / 9.26 -> 9.22 / 20.51 / 21.28 / 12.18 / 9.21, M = 16: 11.04 / 23.44 / 24.84 /
     // 14.46 / 10.58 -> 10.91 / 23.16 / 24.50 / 14.28 / 10.45). B12X_GEMM_STREAM16_F8_VAR=<flags>
     // overrides (0: none).
-    // Probe (session 27): B12X_GEMM_STREAM16_F8_EARLY=1 adds kF8VarEarly (the weight scales of
-    // the first two chunks staged, MXFP8's first splats built, before griddepcontrol.wait) to
-    // block FP8 / MXFP8's quantizing variants.
+    // Session 27: MXFP8's quantizing variant with kF8VarEarly (46 -> 110: the weight E8M0 bytes
+    // of chunks 0 / 1 staged and chunk 0's splats built before griddepcontrol.wait, so that where
+    // the previous launch triggers early, as the cluster sum does, they overlap it). Round 101
+    // (H200, us over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, 46 -> 110): M = 1
+    // 9.16 / 20.10 / 20.78 / 11.89 / 9.16 -> 9.15 / 19.08 / 20.88 / 11.82 / 9.08, M = 4 9.38 /
+    // 20.58 / 21.64 / 12.24 / 9.25 -> 9.26 / 19.60 / 21.58 / 12.06 / 9.24, M = 16 10.83 / 23.41 /
+    // 24.65 / 14.23 / 10.59 -> 10.71 / 22.04 / 24.42 / 13.94 / 10.43; with the reduce's early
+    // trigger (B12X_GEMM_REDUCE_TRIG=1) no further gain; block FP8 with its weight scales staged
+    // early (var 80, removed) level or slower (6144x4096 M = 16 12.78 -> 13.00, 4096x14336 M = 4
+    // 19.25 -> 19.47). B12X_GEMM_STREAM16_F8_EARLY=0 keeps 46.
     const char* evar = std::getenv("B12X_GEMM_STREAM16_F8_VAR");
     const char* eearly = std::getenv("B12X_GEMM_STREAM16_F8_EARLY");
-    const int early = eearly != nullptr && eearly[0] == '1' && q8 ? lin::kF8VarEarly : 0;
+    const int early = !(eearly != nullptr && eearly[0] == '0') && q8 ? lin::kF8VarEarly : 0;
     auto var_for = [&](int tw8, int depth) {
       const int v = evar != nullptr ? std::atoi(evar)
                     : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4
                         ? lin::kF8VarFold |
                               (q8 ? lin::kF8VarQ8 | lin::kF8VarQ32 | lin::kF8VarCheap | early : 0)
-                    : wf == lin::WFmt::kFp8Block && mma8 == 1 && depth == 4 && q8
-                        ? lin::kF8VarLate | early
-                        : 0;
+                    : wf == lin::WFmt::kFp8Block && mma8 == 1 && depth == 4 && q8 ? lin::kF8VarLate
+                                                                                  : 0;
       return v != 0 && lin::stream16_f8_available(wf, tw8, mma8, depth, q8, occ_for(tw8, depth), v)
                  ? v
                  : 0;

@@ -51,7 +51,7 @@ F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int v
       return nullptr;
     case WFmt::kFp8Block:
       if (depth != 4) return nullptr;
-      if (q) return pick_stream16_f8_late(f, tw, nt, depth, q, var);
+      if (q) return var == kF8VarLate ? pick_stream16_f8_late(f, tw, nt, depth, q) : nullptr;
       return var == 0 ? pick_s16f8_tw_nt<128, 4, false, 0>(tw, nt) : nullptr;
     case WFmt::kFp8Mx:
       if (depth != 4) return nullptr;

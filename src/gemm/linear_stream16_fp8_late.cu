@@ -6,11 +6,9 @@
 
 namespace b12x::gemm::lin {
 
-F8Fn pick_stream16_f8_late(WFmt f, int tw, int nt, int depth, bool q, int var) {
-  if (f != WFmt::kFp8Block || !q || depth != 4) return nullptr;
-  return var == kF8VarLate ? pick_s16f8_tw_nt<128, 4, true, kF8VarLate>(tw, nt)
-         : var == (kF8VarLate | kF8VarEarly)
-             ? pick_s16f8_tw_nt<128, 4, true, kF8VarLate | kF8VarEarly>(tw, nt)
+F8Fn pick_stream16_f8_late(WFmt f, int tw, int nt, int depth, bool q) {
+  return f == WFmt::kFp8Block && q && depth == 4
+             ? pick_s16f8_tw_nt<128, 4, true, kF8VarLate>(tw, nt)
              : nullptr;
 }
 

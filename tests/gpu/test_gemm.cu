@@ -2781,8 +2781,9 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   // at M = 1 / 3 / 16): tw 1 / 2, splits 1 / 3, K tails (half chunks, 4864), partial CTAs, FP16
   // outputs, a graph; with kF8VarCheap (46, the default since session 25: splats by one
   // conversion, masked E8M0 bytes; 14 without it was removed), weight scales over 80..150 in one
-  // case (splats below 2^-24 flush to 0). 110 (probe, session 27): 46 with kF8VarEarly (the
-  // weight scales of chunks 0 / 1 staged and chunk 0's splats built before griddepcontrol.wait).
+  // case (splats below 2^-24 flush to 0). 110 (the default since session 27): 46 with
+  // kF8VarEarly (the weight E8M0 bytes of chunks 0 / 1 staged and chunk 0's splats built before
+  // griddepcontrol.wait).
   for (const int var : {46, 110}) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
         ev("B12X_GEMM_STREAM16_F8_VAR", std::to_string(var).c_str());
@@ -2813,12 +2814,11 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       }
   }
   // Block FP8 quantized after the MMAs (VAR=16, the default on SM90; before them, 0, was removed
-  // in session 21) at M = 5 (one token tile) and 16: tw 1 / 2, splits 1 / 3, K tails; 80 (probe,
-  // session 27): 16 with the weight scales of chunks 0 / 1 staged before griddepcontrol.wait.
+  // in session 21) at M = 5 (one token tile) and 16: tw 1 / 2, splits 1 / 3, K tails.
   {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1");
     int k = 0;
-    for (const char* var : {"16", "80"})
+    for (const char* var : {"16", "16"})
       for (const char* tw : {"1", "2"}) {
         const LinearFormat f = LinearFormat::kFp8Block;
         ScopedEnv ev("B12X_GEMM_STREAM16_F8_VAR", var);
@@ -2840,14 +2840,20 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         EXPECT_EQ(l.var, std::atoi(var)) << name(c);
       }
   }
-  // kF8VarEarly through its plan knob (probe, session 27) at one chunk per CTA (K = 2048, split 8:
-  // chunk 1 lies past every CTA's range), M = 1 / 12, block FP8 and MXFP8, bias, FP16 out, a graph.
+  // MXFP8's default plan variant (kF8VarEarly, session 27) at one chunk per CTA (K = 2048, split
+  // 8: chunk 1 lies past every CTA's range), M = 1 / 12, bias, FP16 out, a graph; 46 without it
+  // (B12X_GEMM_STREAM16_F8_EARLY=0).
   {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
-        ee("B12X_GEMM_STREAM16_F8_EARLY", "1"), es("B12X_GEMM_STREAM16_SPLIT", "8"),
-        et("B12X_GEMM_STREAM16_TW", "2"), e1("B12X_GEMM_STREAM16_F8_MINM", "1");
+        es("B12X_GEMM_STREAM16_SPLIT", "8"), et("B12X_GEMM_STREAM16_TW", "2"),
+        e1("B12X_GEMM_STREAM16_F8_MINM", "1");
+    {
+      ScopedEnv ee("B12X_GEMM_STREAM16_F8_EARLY", "0");
+      run_case({LinearFormat::kMxfp8, 3, 200, 2048, DType::kBF16, DType::kBF16, true});
+      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().var, 46);
+    }
     int k = 0;
-    for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8})
+    for (LinearFormat f : {LinearFormat::kMxfp8})
       for (int64_t M : {1, 12}) {
         Case c{f,
                M,
