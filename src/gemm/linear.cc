@@ -2287,7 +2287,12 @@ Plan plan(const Caps& caps) {
     // 19.25 -> 19.47). B12X_GEMM_STREAM16_F8_EARLY=0 keeps 46.
     const char* evar = std::getenv("B12X_GEMM_STREAM16_F8_VAR");
     const char* eearly = std::getenv("B12X_GEMM_STREAM16_F8_EARLY");
-    const int early = !(eearly != nullptr && eearly[0] == '0') && q8 ? lin::kF8VarEarly : 0;
+    // (Probe: =2 adds kF8VarEarly2, chunk 1's splats before the wait too.)
+    const int early = !q8                 ? 0
+                      : eearly == nullptr ? lin::kF8VarEarly
+                      : eearly[0] == '2'  ? lin::kF8VarEarly | lin::kF8VarEarly2
+                      : eearly[0] == '0'  ? 0
+                                          : lin::kF8VarEarly;
     auto var_for = [&](int tw8, int depth) {
       const int v = evar != nullptr ? std::atoi(evar)
                     : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4

@@ -25,7 +25,8 @@ int group_of(WFmt f) {
 /// instances all quantize) only where the kernel quantizes
 /// (a plan's rows that are not 16-byte vectors come quantized by the quantizer launch instead).
 int run_var(bool q, int var) {
-  return q ? var : var & ~(kF8VarQ8 | kF8VarQ32 | kF8VarLate | kF8VarCheap | kF8VarEarly);
+  return q ? var
+           : var & ~(kF8VarQ8 | kF8VarQ32 | kF8VarLate | kF8VarCheap | kF8VarEarly | kF8VarEarly2);
 }
 
 /// The instances: what the SM90 defaults run (f16 MMAs, 2 CTAs per SM; linear.cc's plan rules),
@@ -60,6 +61,9 @@ F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int v
                    ? pick_stream16_f8_mx_q32(tw, nt)
                : var == (kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap | kF8VarEarly)
                    ? pick_stream16_f8_mx_q32_early(tw, nt)
+               : var == (kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap | kF8VarEarly |
+                         kF8VarEarly2)
+                   ? pick_stream16_f8_mx_q32_early(tw, nt, true)
                    : nullptr;
       return var == kF8VarFold ? pick_s16f8_tw_nt<32, 4, false, kF8VarFold>(tw, nt) : nullptr;
     default:

@@ -2783,8 +2783,8 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   // conversion, masked E8M0 bytes; 14 without it was removed), weight scales over 80..150 in one
   // case (splats below 2^-24 flush to 0). 110 (the default since session 27): 46 with
   // kF8VarEarly (the weight E8M0 bytes of chunks 0 / 1 staged and chunk 0's splats built before
-  // griddepcontrol.wait).
-  for (const int var : {46, 110}) {
+  // griddepcontrol.wait); 238 (probe): 110 with chunk 1's splats before the wait too.
+  for (const int var : {46, 110, 238}) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
         ev("B12X_GEMM_STREAM16_F8_VAR", std::to_string(var).c_str());
     int k = 0;

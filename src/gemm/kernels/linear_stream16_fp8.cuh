@@ -174,6 +174,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // trigger before the sum) the scales' DRAM round trip and the splat build overlap it instead of
   // following the wait (round 101: -1.0..-1.4 us at 14336x4096, cl4).
   constexpr bool kEarly = (kVar & kF8VarEarly) != 0 && kGroup > 0;
+  // kEarly2 (probe): chunk 1's splats before the wait too.
+  constexpr bool kEarly2 = kEarly && kFold2 && (kVar & kF8VarEarly2) != 0;
   auto pow2s = [](int k) { return kCheap ? pow2_h2_cvt(k) : pow2_h2(k); };
   static_assert(!kQ8 || kGroup == 32, "quantization on 8 warps: MXFP8");
   static_assert(!kFold2 || kMma == 1, "operand-folded MXFP8 scales: f16 MMAs");
@@ -269,6 +271,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       asm volatile("cp.async.wait_group 0;" ::: "memory");
       __syncthreads();
       splats(0);
+      if (kEarly2 && nch > 1) splats(1);
     }
   }
   griddep_wait();  // the activations, their scales (and alpha) belong to earlier kernels
@@ -470,7 +473,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   };
   auto convert = [&](int c) {
     [[maybe_unused]] const int ain = atoms_in(c);
-    if (!kEarly || c > 0) splats(c);
+    if (!kEarly || c > (kEarly2 ? 1 : 0)) splats(c);
     if constexpr (kQ) {
       quantize(c);
     } else if constexpr (kMma == 1) {
