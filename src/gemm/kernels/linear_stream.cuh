@@ -208,7 +208,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // each vector's row word: its splat's step) kept, compressed into one register per row.
   constexpr bool kLean = (kVar & 64) != 0;
   static_assert(!kLean || kJit, "kLean: with the per-warp blocks");
-  static_assert(!kHalf || (kJit && kParts == 8 && !kLean), "kHalf: the 8-part 2-CTA blocks");
+  static_assert(!kHalf || (kJit && kParts == 8 && !kLean && !kLate),
+                "kHalf: the 8-part 2-CTA blocks, requests before the decode");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || kQx, "kQf: FP4 activations converted by pair arithmetic");
   static_assert(!kQx || kQf || (!kJit && !kMx), "the blocks and MXFP4 convert FP4 by kQf only");
@@ -489,9 +490,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         for (int i = 0; i < 4; ++i) acc[n][s][i] = 0.f;
     const uint8_t* xv = xlane;
     // Vector j of the block being computed (scale bytes cb0 / cb1).
-    auto vec = [&](uint4& slot, const int j) {
+    // req: the slot's next vector is requested here (kHalf requests the block's 4 first, below).
+    auto vec = [&](uint4& slot, const int j, const bool req) {
       const uint4 cur = slot;
-      if constexpr (!kLate) issue(slot, j);
+      if constexpr (!kLate) {
+        if (req) issue(slot, j);
+      }
       uint4 xa[kNt], xb[kNt];
 #pragma unroll
       for (int n = 0; n < kNt; ++n) {
@@ -607,12 +611,23 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         __syncwarp();
         xv = xw + t * 32;
       }
+      if constexpr (kHalf) {
+        // All 4 slots' next requests ahead of the block's math (where ptxas puts the default's),
+        // then vectors 2 / 3 only in a full block: round 101's first form requested slots 2 / 3
+        // inside the skipped branch's arms, i.e. after vectors 0 / 1's math (2048x7168 4.47 ->
+        // 5.58 us, long scoreboard 0.40 -> 1.55 per issue).
+        uint4 cur[kDepth];
 #pragma unroll
-      for (int j = 0; j < kDepth; ++j) {
-        if (kHalf && j >= 2 && v0 + 2 >= vp)
-          issue(ring[j], j);  // a half block: slot j's next request only
-        else
-          vec(ring[j], j);
+        for (int j = 0; j < kDepth; ++j) {
+          cur[j] = ring[j];
+          issue(ring[j], j);
+        }
+#pragma unroll
+        for (int j = 0; j < kDepth; ++j)
+          if (j < 2 || v0 + 2 < vp) vec(cur[j], j, false);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kDepth; ++j) vec(ring[j], j, true);
       }
       advance();
     }
