@@ -610,7 +610,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.q_load, "B12X_MOE_Q_LOAD", {0, 1}, "0, 1", not_stream);
   knob(k.q_fast, "B12X_MOE_Q_FAST", {0, 1}, "0, 1", not_nvfp4);
   knob(k.q_early, "B12X_MOE_Q_EARLY", {0, 1, 2}, "0, 1, 2", not_stream);
-  knob(k.q_pf, "B12X_MOE_Q_PF", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.fc1_groups, "B12X_MOE_FC1_GROUPS", {}, ">= 1", not_stream);
   knob(k.fc1_kg, "B12X_MOE_FC1_KG", {1, 2}, "1, 2", not_stream);
   knob(k.fc1_fine, "B12X_MOE_FC1_FINE", {0, 1, 2}, "0, 1, 2", not_stream);
@@ -878,8 +877,6 @@ Plan plan(const Caps& caps) {
       for (int s = 2, n = 0; s <= 4; ++s)
         if ((p.fc2_cluster_fit >> s) & 1) sig << (n++ ? "," : "") << s;
     }
-    // [Q]'s L2 prefetch of FC1's primed weights (DecodeKnobs::q_pf, probe of session 27).
-    if (stream && p.knobs.q_pf != 0) sig << " q_pf" << p.knobs.q_pf;
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

@@ -517,28 +517,12 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
                                     static_cast<cudaStream_t>(stream)));
     fc1_pdl = false;
   }
-  // [Q]'s L2 prefetch of what FC1's warps prime before their wait (DecodeKnobs::q_pf, probe):
-  // [Q] reads the ids ~1 us before FC1's CTAs have routed and issued their first stages, and the
-  // DRAM idles from the previous call's last FC2 loads until then. The tiles FC1's warp groups
-  // start with are the first groups x Y of the slot order (whole tiles y + Y (grp + G it)), each
-  // primed in its first kFc1Stages x (K warps) sub-chunks. Not for the balanced FC1 (its pieces
-  // start inside tiles) nor the wide routing. q_pf 2: twice those sub-chunks.
-  a.q_pf_tiles = a.q_pf_chunks = 0;
-  if (kn.q_pf >= 1 && !wide && a.fc1_bal == 0 && (a.aquant != num::kANone || a.a16_copy != 0)) {
-    int y = decode_fc1_tile_groups(kn, a.routes, fc1_row_blocks, a.sm_count,
-                                   fc1_ctas_per_sm(a.fc1_warps));
-    if (a.fc1_last != 0) y = decode_fc1_fine_groups(kn, a.routes, k_chunks, y);
-    a.q_pf_tiles = a.fc1_groups * y;
-    a.q_pf_chunks = std::min(
-        k_chunks, kn.q_pf * DecodeCfg::kFc1Stages * (a.fc1_warps / (a.fc1_wm * a.fc1_groups)));
-  }
   if (a.aquant != num::kANone || a.a16_gate != 0) {
     const dim3 gq = a.a16_gate != 0 && a.a16_copy == 0
                         ? dim3(8)  // the gate: zeroing only
                         : dim3(static_cast<unsigned>(a.routes),
                                static_cast<unsigned>((a.w1.K + 8 * DecodeCfg::kQuantThreads - 1) /
-                                                         (8 * DecodeCfg::kQuantThreads) +
-                                                     (a.q_pf_tiles > 0 ? 1 : 0)));
+                                                     (8 * DecodeCfg::kQuantThreads)));
     launch_k(dev::moe_decode_quant_kernel, gq, dim3(DecodeCfg::kQuantThreads), 0, stream, pdl, a);
     B12X_CUDA_CHECK_LAUNCH();
   }

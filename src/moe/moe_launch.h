@@ -211,12 +211,6 @@ struct DecodeArgs {
   // same bits) instead of fp32 partials in global memory, a fence, a counter and a reload. (Last:
   // it sits in the struct's tail padding, so no other parameter offset moves.)
   int fc2_cluster = 0;
-  // [Q]'s L2 prefetch of FC1's primed weights (DecodeKnobs::q_pf, launch_decode_stream): one more
-  // [Q] CTA per route whose expert is among the first q_pf_tiles tiles of the slot order (the
-  // first tile of every FC1 warp group) bulk-prefetches the expert's FC1 rows, chunks
-  // [0, q_pf_chunks) (what FC1's warps prime before their wait). 0: none.
-  int q_pf_tiles = 0;
-  int q_pf_chunks = 0;
 };
 /// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][route capacity], then
 /// fp32 partials [slots][head, tail][4 tokens x 32 rows] for slots = max(row blocks, 3 x 256)

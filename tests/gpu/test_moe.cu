@@ -889,28 +889,6 @@ void expect_probe_bit_equal(const Problem& P, const Knobs& knobs,
   check_against_reference(Q, G.as_float(out), 0.9999);
 }
 
-TEST(MoeGpu, DecodeStreamQPrefetchIsBitEqual) {
-  B12X_REQUIRE_GPU();
-  // [Q]'s L2 prefetch of FC1's primed weights (B12X_MOE_Q_PF=1, read by plan: one more [Q] CTA per
-  // route, a cache hint only): bit-equal to the default. Cases: nvfp4 with several tiles per
-  // expert (two FC1 warp groups), nvfp4 at 1 token, MXFP8 activations on E8M0 weights (their
-  // scale chunks 128 B), the A16 copy gate; the first also replayed in a graph with new routes.
-  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
-                       Activation::kSilu};
-  const Case cases[] = {fp4_variant_case(kNvfp4Silu, 16, 1024, 256, 6, 8, 1),
-                        fp4_variant_case(kNvfp4Silu, 64, 512, 256, 1, 8, 1),
-                        fp4_variant_case(kMxSitu, 16, 512, 256, 3, 8, 1),
-                        fp4_variant_case(a16, 32, 512, 256, 4, 8, 1)};
-  bool replay = true;
-  for (const Case& c : cases) {
-    SCOPED_TRACE(c.name());
-    Problem P;
-    P.make(c);
-    expect_probe_bit_equal(P, {}, {"B12X_MOE_Q_PF", "1"}, "[Q] prefetch", replay);
-    replay = false;
-  }
-}
-
 TEST(MoeGpu, DecodeStreamFc2ClusterSum) {
   B12X_REQUIRE_GPU();
   if (b12x::device_info(0).cc_major < 9) GTEST_SKIP() << "thread-block clusters need SM90+";

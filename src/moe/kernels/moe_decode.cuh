@@ -603,50 +603,9 @@ __device__ __forceinline__ float group_amax(float m, int lanes) {
 // same bits): [Q] runs its chain while FC1's CTAs, launched on
 // its trigger, take the issue slots.
 constexpr int kQGsTable = 1024;  // experts whose a1gs fit the [Q] table (4 KB)
-
-/// [Q]'s prefetch CTA of route blockIdx.x (DecodeArgs::q_pf_tiles > 0, the grid's last y): where
-/// the route is its expert's first and the expert's rank among the routed experts (the tile order
-/// of decode_route: experts ascending; an expert with more than kTileTokens slots counted as one
-/// tile, which only prefetches a little more) is below q_pf_tiles, the expert's FC1 rows, chunks
-/// [0, q_pf_chunks), are bulk-prefetched into L2 (one instruction per 32-row group and stream:
-/// the chunk tiles keep a group's chunks contiguous). FC1's primes then find them in flight.
-__device__ __forceinline__ void q_prefetch_fc1(const DecodeArgs& a, int* s_id) {
-  static_assert(DecodeCfg::kQuantThreads == detail::kMaxInlineRoutes, "one route per thread");
-  const int tid = threadIdx.x, r = blockIdx.x;
-  int id = -1;
-  if (tid < a.routes) {
-    const int64_t v =
-        a.ids64 ? static_cast<const int64_t*>(a.ids)[tid] : static_cast<const int32_t*>(a.ids)[tid];
-    if (v >= 0 && v < a.num_experts) id = static_cast<int>(v);
-  }
-  s_id[tid] = id;
-  __syncthreads();
-  const int e = s_id[r];
-  bool first = id >= 0;
-  for (int k = 0; k < tid && first; ++k) first = s_id[k] != id;
-  const int before = __syncthreads_count(tid < r && id == e);
-  const int rank = __syncthreads_count(first && id < e);
-  if (e < 0 || before != 0 || rank >= a.q_pf_tiles) return;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const detail::WeightView& W = a.w1;
-  const int groups = W.rows_pad / 32;
-  const uint32_t vbytes = static_cast<uint32_t>(a.q_pf_chunks * W.values_k_stride);
-  const uint32_t sbytes = static_cast<uint32_t>(a.q_pf_chunks * W.scales_k_stride);
-  for (int i = tid; i < 2 * groups; i += DecodeCfg::kQuantThreads) {
-    const int64_t r0 = 32 * static_cast<int64_t>(i >> 1);
-    const uint8_t* p =
-        (i & 1) ? W.scales + e * W.scales_expert_stride + detail::scale_row_offset(W, r0)
-                : W.values + e * W.values_expert_stride + detail::value_row_offset(W, r0);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p),
-                 "r"((i & 1) ? sbytes : vbytes)
-                 : "memory");
-  }
-#endif
-}
 __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     moe_decode_quant_kernel(const DecodeArgs a) {
   __shared__ float s_gs[kQGsTable];
-  __shared__ int s_pf_id[DecodeCfg::kQuantThreads];  // q_prefetch_fc1's ids
   const bool gs_tab = a.q_load != 0 && a.aquant == num::kANvfp4 && a.num_experts <= kQGsTable;
   const bool fast = gs_tab && a.q_fast != 0 && a.num_experts <= kQGsTable / 2;
   if (gs_tab)
@@ -674,10 +633,6 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
       a.fc1_cnt[i] = 0;
   }
   if (a.aquant == num::kANone && a.a16_copy == 0) return;  // A16 gate: nothing to quantise
-  if (a.q_pf_tiles > 0 && blockIdx.y == gridDim.y - 1) {   // uniform over the CTA
-    q_prefetch_fc1(a, s_pf_id);
-    return;
-  }
   const int route = blockIdx.x;
   const int H = a.w1.K;
   const int k = (blockIdx.y * DecodeCfg::kQuantThreads + threadIdx.x) * 8;
