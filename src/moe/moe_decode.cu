@@ -518,12 +518,19 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
     fc1_pdl = false;
   }
   if (a.aquant != num::kANone || a.a16_gate != 0) {
-    const dim3 gq = a.a16_gate != 0 && a.a16_copy == 0
-                        ? dim3(8)  // the gate: zeroing only
-                        : dim3(static_cast<unsigned>(a.routes),
-                               static_cast<unsigned>((a.w1.K + 8 * DecodeCfg::kQuantThreads - 1) /
-                                                     (8 * DecodeCfg::kQuantThreads)));
-    launch_k(dev::moe_decode_quant_kernel, gq, dim3(DecodeCfg::kQuantThreads), 0, stream, pdl, a);
+    // The lean NVFP4 [Q] (DecodeKnobs::q_lean, probe: 1 with 8, 2 with 4 values per thread) where
+    // the default launch's branches are the ones it folds (BF16 x, the scale table with 1 / a1gs).
+    const bool lean = kn.q_lean != 0 && a.aquant == num::kANvfp4 && a.x_fp16 == 0 &&
+                      a.q_load != 0 && a.q_fast != 0 && a.num_experts <= dev::kQGsTable / 2;
+    const int qv = lean && kn.q_lean == 2 ? 4 : 8, qk = qv * DecodeCfg::kQuantThreads;
+    const dim3 gq =
+        a.a16_gate != 0 && a.a16_copy == 0
+            ? dim3(8)  // the gate: zeroing only
+            : dim3(static_cast<unsigned>(a.routes), static_cast<unsigned>((a.w1.K + qk - 1) / qk));
+    auto* qkern = !lean     ? dev::moe_decode_quant_kernel<false, 8>
+                  : qv == 8 ? dev::moe_decode_quant_kernel<true, 8>
+                            : dev::moe_decode_quant_kernel<true, 4>;
+    launch_k(qkern, gq, dim3(DecodeCfg::kQuantThreads), 0, stream, pdl, a);
     B12X_CUDA_CHECK_LAUNCH();
   }
   // Same operand/scale-folding choice as the other FP4 kernels (moe_gemm_unit.cuh); the scale
