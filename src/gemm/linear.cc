@@ -656,40 +656,30 @@ GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int
   return best;
 }
 
-/// Session 25: the integer-MMA GEMV (lin::kGgmlImmaVar, kernels/linear_gemv_imma.cuh) by default,
-/// with its warps per CTA in *warps; 0: not. H200-measured (the plan takes it on SM90 only), BF16
-/// activations, no GEMV override (ggml_gemv_env_free; B12X_GGML_GEMV_IMMA=0 keeps the BF16
-/// GEMV). At M = 1 where the SMs get >= 40 (tile, 256-K block) units each (the one-wave grid's
-/// prologue, 64-80 KB of tables and the CTA's activation split, amortized), IQ2_XXS with 16
-/// warps, IQ2_XS with 24; at M = 2 IQ2_XXS above 4 x SMs tiles, 16 warps. Round 94 (H200, us over
-/// 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, units per SM 31 / 108 / 109 / 47 /
-/// 27; BF16 GEMV default -> integer MMA): IQ2_XXS M = 1 5.45 / 13.37 / 12.36 / 7.59 / 5.44 ->
-/// 5.54 / 11.09 / 11.87 / 6.81 / 5.41 (16 warps; 24: 5.80 / 11.88 / 12.67 / 7.31 / 6.09), IQ2_XS
-/// M = 1 6.04 / 14.60 / 14.52 / 8.37 / 6.19 -> 6.29 / 13.19 / 13.90 / 8.02 / 6.55 (24 warps; 16:
-/// 6.23 / 13.65 / 14.58 / 8.09 / 6.13); M = 2 IQ2_XXS 5.70 / 15.17 / 14.35 / 7.84 / 6.59 -> 6.39
-/// / 13.20 / 14.73 / 7.91 / 6.63, IQ2_XS 6.33 / 15.08 / 15.53 / 8.58 / 7.06 -> 6.55 / 14.38 /
-/// 15.72 / 8.40 / 6.74. Round 95 (BF16 GEMV -> this rule): IQ2_XXS M = 1 13.38 / 12.39 / 7.61 ->
-/// 11.36 / 12.37 / 6.98 at the three taken shapes, IQ2_XS 14.69 / 14.52 / 8.38 -> 13.29 / 14.05 /
-/// 8.11; M = 2 14336x4096 IQ2_XXS 15.18 -> 13.21, IQ2_XS 15.14 -> 15.71 (not taken, removed).
+/// Sessions 25-27: the integer-MMA GEMV (lin::kGgmlImmaVar, kernels/linear_gemv_imma.cuh) by
+/// default, 16 warps, with its warps per CTA in *warps; 0: not. H200-measured (the plan takes it
+/// on SM90 only), BF16 activations, no GEMV override (ggml_gemv_env_free; B12X_GGML_GEMV_IMMA=0
+/// keeps the BF16 GEMV). Session 25 (round 95, BF16 GEMV -> integer MMA, us over 4096x4096 /
+/// 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168): IQ2_XXS M = 1 13.38 / 12.39 / 7.61 -> 11.36
+/// / 12.37 / 6.98 at the three big shapes. Session 26: two activation pieces, the loads by the
+/// supplying lanes (8195), M = 1 on every shape; round 97: IQ2_XXS M = 1 5.46 / 11.35 / 12.29 /
+/// 6.96 / 5.46 -> 4.94 / 9.31 / 10.09 / 6.00 / 4.98. Session 27 (round 101, two runs averaged):
+/// IQ2_XS M = 1 8195 -> 8207 (the loop per tile, the next batch's loads in place) 5.73 / 11.26 /
+/// 12.02 / 6.93 / 5.44 -> 5.55 / 10.20 / 10.81 / 6.46 / 5.31; M = 2 where the SMs get >= 40
+/// (tile, 256-K) units (the three big shapes), both formats on 8207: IQ2_XXS 11.37 / 13.10 /
+/// 7.08 -> 10.97 / 12.33 / 6.97, IQ2_XS (8193, 24 warps) 13.62 / 14.78 / 8.38 -> 11.71 / 13.10 /
+/// 7.40. IQ2_XXS M = 1 keeps 8195 (8207: 5.06 / 9.32 / 10.04 / 5.97 / 5.04 against 5.02 / 9.30 /
+/// 10.11 / 6.00 / 4.97).
 int ggml_imma_default(lin::WFmt wf, bool fp16, int64_t M, int64_t n16, int64_t K, int64_t sms,
                       int* warps) {
   const bool xs = wf == lin::WFmt::kIq2Xs;
   const char* off = std::getenv("B12X_GGML_GEMV_IMMA");
   if (fp16 || (wf != lin::WFmt::kIq2Xxs && !xs) || (off != nullptr && off[0] == '0')) return 0;
-  // Session 26: two activation pieces; M = 1 everywhere with the loads by the supplying lanes
-  // (8195, 16 warps); M = 2 where the SMs get >= 40 units, IQ2_XXS 8195, IQ2_XS 8193 (24 warps).
-  // H200, us over the five shapes above, session 25's default -> this. Round 97: IQ2_XXS M = 1
-  // 5.46 / 11.35 / 12.29 / 6.96 / 5.46 -> 4.94 / 9.31 / 10.09 / 6.00 / 4.98; M = 2 (8193)
-  // IQ2_XXS 5.68 / 13.22 / 14.25 / 7.80 / 6.56 -> 5.84 / 11.34 / 13.00 / 7.12 / 6.24, IQ2_XS
-  // 6.31 / 15.03 / 15.55 / 8.57 / 7.03 -> 6.77 / 13.54 / 14.74 / 8.34 / 7.12 (taken at 108 / 109
-  // / 47 units). Round 98: IQ2_XS M = 1 6.14 / 14.65 / 14.58 / 8.40 / 6.20 -> 5.78 / 11.28 /
-  // 12.06 / 7.00 / 5.44; IQ2_XXS M = 2 8195 5.76 / 11.33 / 13.17 / 7.10 / 6.08 (8193 5.85 / 11.39
-  // / 13.04 / 7.12 / 6.24).
-  constexpr int kPieces = lin::kGgmlImmaVar | lin::kGgmlImmaP2;
+  constexpr int kPieces = lin::kGgmlImmaVar | lin::kGgmlImmaP2 | lin::kGgmlImmaPred;
   const bool m2 = M == 2 && n16 * (K / 256) >= 40 * sms;
   if (M != 1 && !m2) return 0;
-  *warps = m2 && xs ? 24 : 16;
-  return m2 && xs ? kPieces : kPieces | lin::kGgmlImmaPred;
+  *warps = 16;
+  return m2 || xs ? kPieces | lin::kGgmlImmaTile | lin::kGgmlImmaInPlace : kPieces;
 }
 
 bool ggml_gemv_bal_default(const GgmlGemvGrid& gg, int warps, int64_t n16, int64_t sms) {
@@ -1125,13 +1115,12 @@ Plan plan(const Caps& caps) {
         p.ggml_gemv_ctas = static_cast<int>(
             std::min<int64_t>(geo.n16, static_cast<int64_t>(run_occ) * dev.sm_count));
       }
-      // Session 25: the IQ2 GEMV on integer MMA (B12X_GGML_GEMV_VAR=8192 or ggml_imma_default;
-      // IQ2_XXS 16 warps at M <= 2, IQ2_XS 24 at M = 1): one wave of CTAs, each a contiguous share
-      // of the tiles, no K split.
+      // Sessions 25-27: the IQ2 GEMV on integer MMA (B12X_GGML_GEMV_VAR=8195 / 8207 or
+      // ggml_imma_default; 16 warps, M <= 2): one wave of CTAs, each a contiguous share of the
+      // tiles, no K split.
       int ivar = var, iw = 0;
       if ((var & lin::kGgmlImmaVar) != 0) {
-        // The loads by the supplying lanes run 16 warps, IQ2_XS's plain two pieces 24.
-        iw = (var & lin::kGgmlImmaPred) == 0 && wf == lin::WFmt::kIq2Xs ? 24 : 16;
+        iw = 16;  // every integer-MMA kernel (session 27: IQ2_XS's 24-warp 8193 removed)
       } else if (sm90 && ggml_gemv_env_free()) {
         ivar = ggml_imma_default(wf, fp16, M, geo.n16, K, dev.sm_count, &iw);
       }

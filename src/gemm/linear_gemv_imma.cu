@@ -7,71 +7,66 @@
 
 namespace b12x::gemm::lin {
 
-static_assert(kGgmlImmaP2 == imma::kP2 && kGgmlImmaPred == imma::kPred);
+static_assert(kGgmlImmaP2 == imma::kP2 && kGgmlImmaPred == imma::kPred &&
+              kGgmlImmaTile == imma::kTile && kGgmlImmaInPlace == imma::kInPlace);
 
 namespace {
 
 using ImmaFn = void (*)(const LinearParams);
 
 /// The kernel for (format, activation dtype, warps per CTA, var, M tokens): BF16 activations, two
-/// activation pieces (nullptr: none). The defaults (ggml_imma_default): kP2 | kPred with 16 warps
-/// (IQ2_XXS M = 1, 2; IQ2_XS M = 1), IQ2_XS kP2 with 24 warps (M = 2, and M = 1 for a 2-token
-/// plan's 1-token runs). Dropped in rounds 93-95 (removed): 8 warps (two CTAs per SM), 20 / 32
-/// warps, IQ2_XXS 24, the weights two batches ahead, two MMA chains per piece set; FP16
-/// activations are unmeasured (no kernel). Session 26, rounds 97-98 (removed; us over 4096x4096 /
-/// 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168, M = 1): session 25's three pieces (8192:
-/// IQ2_XXS 5.66 / 11.34 / 12.34 / 6.94 / 5.57 against kP2 | kPred's 4.94 / 9.31 / 10.09 / 6.00 /
-/// 4.98), two units per loop iteration (8197: IQ2_XXS 5.19 / 10.56 / 11.42 / 6.60 / 4.99; IQ2_XS
-/// 24 warps 5.85 / 11.87 / 12.84 / 7.60 / 6.08 against kP2 | kPred at 16 warps' 5.78 / 11.28 /
-/// 12.06 / 7.00 / 5.44), the weights two batches ahead (8201: 5.45 / 10.52 / 11.35 / 6.39 / 5.20),
-/// 20 warps (5.24 / 10.18 / 10.81 / 6.33 / 5.34), the entry's OR and shift as IMADs (8227: 5.43 /
-/// 10.04 / 11.15 / 6.43 / 5.15), lane constants kept via shuffles (8209 / 8211 / 8213 / 8215 /
-/// 8243: wrong sub-scales for s >= 8 in atom 7 (bit 31 shifted out), timings 9.63-10.65 us at
-/// 14336x4096).
+/// activation pieces, 16 warps (nullptr: none). The defaults (ggml_imma_default): kP2 | kPred
+/// (8195) for IQ2_XXS M = 1; kP2 | kPred | kTile | kInPlace (8207) for IQ2_XS M = 1 and both
+/// formats at M = 2 (a 2-token plan's 1-token runs take its M = 1 kernel).
+/// Dropped in rounds 93-95 (removed): 8 warps (two CTAs per SM), 20 / 32 warps, IQ2_XXS 24, the
+/// weights two batches ahead, two MMA chains per piece set; FP16 activations are unmeasured (no
+/// kernel). Session 26, rounds 97-98 (removed; us over 4096x4096 / 14336x4096 / 4096x14336 /
+/// 6144x4096 / 2048x7168, M = 1): session 25's three pieces (8192: IQ2_XXS 5.66 / 11.34 / 12.34 /
+/// 6.94 / 5.57 against kP2 | kPred's 4.94 / 9.31 / 10.09 / 6.00 / 4.98), two units per loop
+/// iteration (8197: IQ2_XXS 5.19 / 10.56 / 11.42 / 6.60 / 4.99), the weights two batches ahead
+/// (8201: 5.45 / 10.52 / 11.35 / 6.39 / 5.20), 20 warps (5.24 / 10.18 / 10.81 / 6.33 / 5.34), the
+/// entry's OR and shift as IMADs (8227: 5.43 / 10.04 / 11.15 / 6.43 / 5.15), lane constants kept
+/// via shuffles (8209 .. 8243: wrong sub-scales for s >= 8 in atom 7, 9.63-10.65 us at
+/// 14336x4096). Session 27, round 101 (removed; same shapes, M = 1, two runs averaged): kTile
+/// alone (8199: IQ2_XXS 5.40 / 9.85 / 10.90 / 6.43 / 5.19 against 8195's 5.02 / 9.30 / 10.11 /
+/// 6.00 / 4.97: its halves ran one after the other), tile pairs (8223: IQ2_XXS 5.63 / 10.39 /
+/// 10.96 / 7.43 / 5.95, IQ2_XS 6.22 / 12.17 / 12.29 / 8.28 / 6.50 at 128 registers), IQ2_XS 8193
+/// at 24 warps for M = 2 (13.62 / 14.78 / 8.38 us at the three big shapes against 8207's 11.71 /
+/// 13.10 / 7.40).
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   using namespace imma;
   const bool xs = f == WFmt::kIq2Xs;
   // IQ2 weights only: a forced B12X_GGML_GEMV_VAR on a Q8_0 plan must find no kernel here.
-  if (fp16 || M < 1 || M > 2 || (f != WFmt::kIq2Xs && f != WFmt::kIq2Xxs)) return nullptr;
-  // Session 27 probes: kTile (the loop per tile) without / with kInPlace, M = 1, 2, 16 warps.
-  const auto tile_kernel = [&]<int kV>() -> ImmaFn {
-    if (xs)
-      return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 2, kV>
-                    : &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kV>;
-    return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 2, kV>
-                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kV>;
-  };
-  if (var == (kGgmlImmaVar | kP2 | kPred | kTile) && warps == 16)
-    return tile_kernel.template operator()<kP2 | kPred | kTile>();
-  if (var == (kGgmlImmaVar | kP2 | kPred | kTile | kInPlace) && warps == 16)
-    return tile_kernel.template operator()<kP2 | kPred | kTile | kInPlace>();
-  // Tile pairs (kPair) and the peeled loop (kPeel), M = 1.
+  if (fp16 || M < 1 || M > 2 || warps != 16 || (f != WFmt::kIq2Xs && f != WFmt::kIq2Xxs))
+    return nullptr;
   constexpr int kIpv = kP2 | kPred | kTile | kInPlace;
-  if (warps == 16 && M == 1 && (var & ~(kPair | kPeel)) == (kGgmlImmaVar | kIpv)) {
-    switch (var & (kPair | kPeel)) {
-      case kPair:
-        return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPair>
-                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv | kPair>;
-      case kPeel:
-        return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPeel>
-                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv | kPeel>;
-      case kPair | kPeel:
-        return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPair | kPeel>
-                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv | kPair | kPeel>;
-      default:
-        break;
-    }
-  }
-  if (var == (kGgmlImmaVar | kP2 | kPred) && warps == 16) {
+  if (var == (kGgmlImmaVar | kP2 | kPred))
+    return !xs && M == 1 ? &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kP2 | kPred>
+                         : nullptr;
+  if (var == (kGgmlImmaVar | kIpv)) {
     if (xs)
-      return M == 1 ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kP2 | kPred> : nullptr;
-    return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 2, kP2 | kPred>
-                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kP2 | kPred>;
+      return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 2, kIpv>
+                    : &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv>;
+    return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 2, kIpv>
+                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv>;
   }
-  if (var == (kGgmlImmaVar | kP2) && warps == 24 && xs)
-    return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 24, 2, kP2>
-                  : &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 24, 1, kP2>;
-  return nullptr;
+  // Session 27 probes (round 102), M = 1: the peeled loop (8239), the halves interleaved without
+  // (8263) and with the in-place loads and the peeled loop (8303).
+  if (M != 1) return nullptr;
+  switch (var & ~kGgmlImmaVar) {
+    case kIpv | kPeel:
+      return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPeel>
+                : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv | kPeel>;
+    case kP2 | kPred | kTile | kIlv:
+      return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kP2 | kPred | kTile | kIlv>
+                : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1,
+                                           kP2 | kPred | kTile | kIlv>;
+    case kIpv | kPeel | kIlv:
+      return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPeel | kIlv>
+                : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv | kPeel | kIlv>;
+    default:
+      return nullptr;
+  }
 }
 
 int64_t imma_smem(WFmt f, int64_t K, int64_t M) {

@@ -4419,17 +4419,16 @@ TEST(GemmGpu, GgmlGemvDefault) {
   B12X_TEST_CUDA(cudaDeviceGetAttribute(&ccmaj, cudaDevAttrComputeCapabilityMajor, 0));
   B12X_TEST_CUDA(cudaDeviceGetAttribute(&ccmin, cudaDevAttrComputeCapabilityMinor, 0));
   if (ccmaj == 9 && ccmin == 0) {
-    // Session 26 (SM90): the integer-MMA GEMV with two activation pieces at M = 1 on every shape
-    // (8195, 16 warps), at M = 2 where the SMs get >= 40 (tile, 256-K) units (IQ2_XXS 8195, 16
-    // warps; IQ2_XS 8193, 24); BF16 only; B12X_GGML_GEMV_IMMA=0 or any GEMV override keeps the
-    // BF16 GEMV.
+    // Sessions 26-27 (SM90): the integer-MMA GEMV (16 warps) at M = 1 on every shape (IQ2_XXS
+    // 8195, IQ2_XS 8207), at M = 2 where the SMs get >= 40 (tile, 256-K) units (8207); BF16 only;
+    // B12X_GGML_GEMV_IMMA=0 or any GEMV override keeps the BF16 GEMV.
     const int64_t big = int64_t{5} * sms * 16, small = int64_t{2} * sms * 16;  // rows
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       const bool xs = f == LinearFormat::kIq2Xs;
-      const int w = 16, w2 = xs ? 24 : 16, v2 = xs ? 8193 : 8195;
-      EXPECT_EQ(bf16_plan(f, 1, big, 4096).ggml_gemv_var, 8195);
+      const int w = 16, w2 = 16, v1 = xs ? 8207 : 8195, v2 = 8207;
+      EXPECT_EQ(bf16_plan(f, 1, big, 4096).ggml_gemv_var, v1);
       EXPECT_EQ(bf16_plan(f, 1, big, 4096).ggml_gemv_warps, w);
-      EXPECT_EQ(bf16_plan(f, 1, small, 1024).ggml_gemv_var, 8195);
+      EXPECT_EQ(bf16_plan(f, 1, small, 1024).ggml_gemv_var, v1);
       EXPECT_EQ(linear_plan(f, 1, big, 4096, DType::kFP16).ggml_gemv_var & 8192, 0);
       EXPECT_EQ(bf16_plan(f, 2, big, 2048).ggml_gemv_var, v2);        // 5 x 8 = 40 units per SM
       EXPECT_EQ(bf16_plan(f, 2, big, 1792).ggml_gemv_var & 8192, 0);  // 35
@@ -4898,43 +4897,45 @@ void imma_cases(LinearFormat f, const char* v1, const char* v2, int w1, int w2) 
 
 TEST(GemmGpu, GgmlGemvImma) {
   B12X_REQUIRE_GPU();
-  // Sessions 25-26: IQ2 at M <= 2 on integer MMA with two activation pieces (15 bits: exact
+  // Sessions 25-27: IQ2 at M <= 2 on integer MMA with two activation pieces (15 bits: exact
   // within 2^6 of the block's largest BF16 value, else < 2^-14 of it lost per element; BF16
-  // activations). B12X_GGML_GEMV_VAR 8195 (+ loads by the supplying lanes; 16 warps): IQ2_XXS M =
-  // 1, 2, IQ2_XS M = 1; 8193 (24 warps): IQ2_XS M = 1, 2. M = 3, the others, Q8_0: not (round 99:
-  // Q8_0's BF16 GEMV took 8195 as its own variant bits; the plan now ignores such vars there).
+  // activations), 16 warps. B12X_GGML_GEMV_VAR 8195 (loads by the supplying lanes): IQ2_XXS M =
+  // 1; 8207 (+ the loop per tile, the next batch's loads in place): both formats, M = 1, 2. M = 3,
+  // the others, Q8_0: not (round 99: Q8_0's BF16 GEMV took 8195 as its own variant bits; the plan
+  // now ignores such vars there).
   ScopedEnv e("B12X_GGML_GEMV", "1");
   {
     ScopedEnv ev("B12X_GGML_GEMV_VAR", "8195");
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_warps, 16);
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var, 8195);
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var & 8192, 0);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 2, 4096, 4096).ggml_gemv_var & 8192, 0);
+    EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
+    ScopedEnv ev2("B12X_GGML_GEMV_VAR", "8207");
+    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 2, 4096, 4096).ggml_gemv_var, 8207);
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 3, 4096, 4096).ggml_gemv_var & 8192, 0);
     EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
-    ScopedEnv ev2("B12X_GGML_GEMV_VAR", "8193");
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_warps, 24);
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
-    ScopedEnv ev3("B12X_GGML_GEMV_VAR", "8192");  // session 25's three pieces: removed
-    EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
+    // Removed: session 25's three pieces (8192), IQ2_XS's 24-warp 8193 (session 27).
+    for (const char* v : {"8192", "8193"}) {
+      ScopedEnv ev3("B12X_GGML_GEMV_VAR", v);
+      EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
+    }
   }
-  imma_cases(LinearFormat::kIq2Xxs, "8195", "8195", 16, 16);
-  imma_cases(LinearFormat::kIq2Xs, "8195", "8193", 16, 24);
+  imma_cases(LinearFormat::kIq2Xxs, "8195", "8207", 16, 16);
+  imma_cases(LinearFormat::kIq2Xs, "8207", "8207", 16, 16);
   // FP16 activations: the BF16 GEMV (no integer-MMA kernel).
   run_case({LinearFormat::kIq2Xxs, 1, 72, 1024, DType::kFP16, DType::kFP16, false});
 }
 
 TEST(GemmGpu, GgmlGemvImmaProbe) {
   B12X_REQUIRE_GPU();
-  // Session 27 probes, both formats, 16 warps: 8199 (kTile: a loop per tile, lane constants
-  // through shared memory, the tail's partials read at once) and 8207 (+ kInPlace: the next
-  // batch's loads into the current batch's registers) at M = 1, 2; 8223 (+ kPair: units of two
-  // tiles, an odd tile count's last pair half empty: N = 200, 40, 72) at M = 1; with kPeel (each
-  // tile's last batch peeled, loads from per-tile bases) 8239 / 8255 at M = 1.
+  // Session 27 probes (round 102), both formats, M = 1, 16 warps: 8239 (8207 + kPeel: each
+  // tile's last batch peeled out of the batch loop, the loads from per-tile row bases), 8263 (the
+  // loop per tile with the halves interleaved, kIlv; the next batch in its own registers), 8303
+  // (8239 + kIlv); IQ2_XXS 8207 at M = 1 (IQ2_XS's default).
   ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
-    for (const char* v : {"8199", "8207"}) imma_cases(f, v, v, 16, 16);
-    for (const char* v : {"8223", "8239", "8255"}) imma_m1_cases(f, v, 16);
-  }
+  for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs})
+    for (const char* v : {"8239", "8263", "8303"}) imma_m1_cases(f, v, 16);
+  imma_m1_cases(LinearFormat::kIq2Xxs, "8207", 16);
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {

@@ -72,8 +72,11 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 /// next batch's loads into the current batch's registers as each part of them is consumed (no
 /// register copies per batch); kPair (with both) a unit of two tiles (32 rows) sharing the
 /// batch's activation loads, scales and bookkeeping; kPeel (with kInPlace) each tile's last batch
-/// out of the batch loop, the loads' addresses per batch from per-tile row bases (IMAD.WIDE).
-inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8, kPair = 16, kPeel = 32;
+/// out of the batch loop, the loads' addresses per batch from per-tile row bases (IMAD.WIDE);
+/// kIlv (with kTile) the two half batches' entries decoded and multiplied interleaved (two MMA
+/// chains in flight, as the session-26 loop had them; kTile's loop ran the halves one after the
+/// other).
+inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8, kPair = 16, kPeel = 32, kIlv = 64;
 /// Dynamic shared memory at K for M tokens: the tables, two pieces and the per-atom scales per
 /// token.
 template <WFmt F>
@@ -282,7 +285,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   // reads the first's weights again and stores nothing).
   constexpr int kT = (kV & kPair) != 0 ? 2 : 1, kR = 16 * kT;
   static_assert(kT == 1 || kIp, "pairs of tiles with the in-place loads");
-  constexpr bool kPl = (kV & kPeel) != 0;
+  constexpr bool kPl = (kV & kPeel) != 0, kIv = (kV & kIlv) != 0;
+  static_assert(!kIv || kTl, "interleaved halves in the loop per tile");
   static_assert(!kPl || kIp, "the peeled loop with the in-place loads");
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ float part[kW][2][kM][kR];
@@ -339,6 +343,11 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   if (threadIdx.x < 32) reinterpret_cast<uint32_t*>(smem + kZeroOff)[threadIdx.x] = 0u;
   if (lane < 2) ptile[warp][lane] = -1;
   griddep_wait();
+  // kTile: the output scale's load issued here (its latency under the staging), not after the
+  // barrier (round 101's warp sampling: ~1 % of 4096x4096's samples waited on it there).
+  float mult = p.out_mult;
+  if constexpr (kTl)
+    if (p.alpha != nullptr) mult *= __ldg(p.alpha);
   // Activation staging: chunks of 8 values, 4 per atom (lanes 4k .. 4k + 3 of a warp); token m's
   // piece p at piece array 2 m + p. Each pass's load is issued before the previous pass converts.
   const int64_t PS = piece_stride(atoms);
@@ -477,8 +486,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   for (int h = 0; h < 2; ++h)
 #pragma unroll
     for (int k = 0; k < kSets; ++k) xz[h][k][0] = xz[h][k][1] = make_uint4(0u, 0u, 0u, 0u);
-  float mult = p.out_mult;
-  if (p.alpha != nullptr) mult *= *p.alpha;
+  if constexpr (!kTl)
+    if (p.alpha != nullptr) mult *= *p.alpha;
 
   float acc[kT][kM][2] = {};  // tile j, token m, rows g, g + 8 over the lane's atoms
   int tile_b0 = b;            // the first batch of the current tile in the warp's range
@@ -506,60 +515,62 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
         if (pf) load_subs(nc[j], s8, cur[j]);
       }
     }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    // Half h (atoms 4h .. 4h + 3): its activation registers, its MMA chains (IQ2_XS: groups 0-1
+    // (K 0-15) and 2-3 (16-31) of an atom carry their own sub-scales: two chains per piece set,
+    // [1] groups 2-3).
+    uint4 xv[2][kSets][2];
+    int cs[2][kT][kSets][kXs ? 2 : 1][4] = {};
+    const auto act = [&](int h) {
       const uint32_t A0 = 8 * b + 4 * h;  // the half batch's first atom
-      uint4 xv[kSets][2];
 #pragma unroll
       for (int k = 0; k < kSets; ++k) {
         const uint32_t xa = xo[k] + xs[k] * A0;
         if constexpr (kPr) {
           lds128_if(xz[h][k][0], xa, xon[k]);
           lds128_if(xz[h][k][1], xa + 16, xon[k]);
-          xv[k][0] = xz[h][k][0];
-          xv[k][1] = xz[h][k][1];
+          xv[h][k][0] = xz[h][k][0];
+          xv[h][k][1] = xz[h][k][1];
         } else {
-          xv[k][0] = lds128(xa);
-          xv[k][1] = lds128(xa + 16);
+          xv[h][k][0] = lds128(xa);
+          xv[h][k][1] = lds128(xa + 16);
         }
       }
-      float ps[kM];
+    };
+    // Group q of half h: its entries decoded, one MMA per tile and piece set.
+    const auto group = [&](int h, int q) {
 #pragma unroll
-      for (int m = 0; m < kM; ++m) ps[m] = h ? ps2[m].y : ps2[m].x;
-      // IQ2_XS: groups 0-1 (K 0-15) and 2-3 (16-31) of an atom carry their own sub-scales: two
-      // chains per piece set ([1]: groups 2-3).
-      int cs[kT][kSets][kXs ? 2 : 1][4] = {};
+      for (int j = 0; j < kT; ++j) {
+        // Slot words: row g groups 0|1, 2|3, row g + 8 groups 0|1, 2|3.
+        const uint4 wv = cur[j].w[h];
+        const uint32_t wg = q < 2 ? wv.x : wv.y, w8 = q < 2 ? wv.z : wv.w;
+        uint32_t a[4];
+        if (q & 1) {
+          entry_s8<F, true>(wg, clsw, tab0, slo, shi, a[0], a[2]);
+          entry_s8<F, true>(w8, clsw, tab0, slo, shi, a[1], a[3]);
+        } else {
+          entry_s8<F, false>(wg, clsw, tab0, slo, shi, a[0], a[2]);
+          entry_s8<F, false>(w8, clsw, tab0, slo, shi, a[1], a[3]);
+        }
+        const int ch = kXs ? q >> 1 : 0;
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-#pragma unroll
-        for (int j = 0; j < kT; ++j) {
-          // Slot words: row g groups 0|1, 2|3, row g + 8 groups 0|1, 2|3.
-          const uint4 wv = cur[j].w[h];
-          const uint32_t wg = q < 2 ? wv.x : wv.y, w8 = q < 2 ? wv.z : wv.w;
-          uint32_t a[4];
-          if (q & 1) {
-            entry_s8<F, true>(wg, clsw, tab0, slo, shi, a[0], a[2]);
-            entry_s8<F, true>(w8, clsw, tab0, slo, shi, a[1], a[3]);
-          } else {
-            entry_s8<F, false>(wg, clsw, tab0, slo, shi, a[0], a[2]);
-            entry_s8<F, false>(w8, clsw, tab0, slo, shi, a[1], a[3]);
-          }
-          const int ch = kXs ? q >> 1 : 0;
-#pragma unroll
-          for (int k = 0; k < kSets; ++k) {
-            const uint4 x = xv[k][q >> 1];
-            imma16832(cs[j][k][ch], a, (q & 1) ? x.z : x.x, (q & 1) ? x.w : x.y);
-          }
+        for (int k = 0; k < kSets; ++k) {
+          const uint4 x = xv[h][k][q >> 1];
+          imma16832(cs[h][j][k][ch], a, (q & 1) ? x.z : x.x, (q & 1) ? x.w : x.y);
         }
       }
+    };
+    // Half h's sums: lane (g, t) holds atom 4h + t's pieces a, b of token m (cs[h][j][m][.][0],
+    // [1]; row g + 8: [2], [3]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of the row's word;
+    // IQ2_XS: byte t of word h, low nibble K 0-15, high 16-31).
+    const auto half_end = [&](int h) {
       if constexpr (kIp) {
 #pragma unroll
         for (int j = 0; j < kT; ++j)
           if (pf) cur[j].w[h] = ldg_na128(nc[j].w + 512 * h);
       }
-      // Lane (g, t): atom 4h + t's pieces a, b of token m (cs[j][m][.][0], [1]; row g + 8: [2],
-      // [3]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of the row's word; IQ2_XS: byte t of word
-      // h, low nibble K 0-15, high 16-31).
+      float ps[kM];
+#pragma unroll
+      for (int m = 0; m < kM; ++m) ps[m] = h ? ps2[m].y : ps2[m].x;
 #pragma unroll
       for (int j = 0; j < kT; ++j)
 #pragma unroll
@@ -583,12 +594,31 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
             }
 #pragma unroll
             for (int m = 0; m < kM; ++m)
-              Xs[m] += (cs[j][m][ch][2 * r] * 256 + cs[j][m][ch][2 * r + 1]) * fi;
+              Xs[m] += (cs[h][j][m][ch][2 * r] * 256 + cs[h][j][m][ch][2 * r + 1]) * fi;
           }
 #pragma unroll
           for (int m = 0; m < kM; ++m)
             bacc[j][m][r] = fmaf(static_cast<float>(Xs[m]), ps[m], bacc[j][m][r]);
         }
+    };
+    if constexpr (kIv) {
+      act(0);
+      act(1);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        group(0, q);
+        group(1, q);
+      }
+      half_end(0);
+      half_end(1);
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        act(h);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) group(h, q);
+        half_end(h);
+      }
     }
 #pragma unroll
     for (int j = 0; j < kT; ++j) {
