@@ -347,9 +347,6 @@ struct Plan {
   /// memory, one CTA per SM, the split chosen for that (stream16_vp a multiple of 8, at most
   /// kS16OnceMaxVp = 16), partials + reduce.
   bool stream16_w16 = false;
-  /// NVFP4 / MXFP4 block kernel, staged once (session 27 probe, SM90 only, B12X_GEMM_S16_WG=1): its
-  /// MMAs as m64nNk16 wgmmas (A: the decoded weights from registers; B: the staged activations).
-  bool stream16_wg = false;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.

@@ -718,7 +718,6 @@ std::string stream_rows_describe(const Plan& p) {
 std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
          (p.stream16_qa ? " qa" : "") + (p.stream16_w16 ? " w16" : "") +
-         (p.stream16_wg ? " wg" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -2163,13 +2162,6 @@ Plan plan(const Caps& caps) {
         p.stream16_once = var != 0;
         p.stream16_qa = qa;
         p.stream16_w16 = (var & lin::kS16VarW16) != 0;
-        // Session 27 (probe, Plan::stream16_wg, lin::kS16VarWg; B12X_GEMM_S16_WG=1): the
-        // staged-once kernel's MMAs as wgmmas, on the plan chosen above (same split, warps,
-        // cluster), SM90 only.
-        if (const char* e = std::getenv("B12X_GEMM_S16_WG");
-            e != nullptr && e[0] == '1' && dev.cc_major == 9 && dev.cc_minor == 0 &&
-            (var & lin::kS16VarOnce) && lin::stream16_wg_available(wf, var))
-          p.stream16_wg = true;
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
@@ -3075,8 +3067,7 @@ void run(const Binding& b, Stream stream) {
     lin::launch_linear_stream16(
         im.wfmt, plan.stream16_tw, lo ? plan.stream16_smem_lo : plan.stream16_smem, p, stream,
         (plan.stream16_once ? lin::kS16VarOnce : 0) | (cl ? lin::kS16VarCluster : 0) |
-            (s16_qa_run ? lin::kS16VarQa : 0) | (plan.stream16_w16 ? lin::kS16VarW16 : 0) |
-            (plan.stream16_wg ? lin::kS16VarWg : 0));
+            (s16_qa_run ? lin::kS16VarQa : 0) | (plan.stream16_w16 ? lin::kS16VarW16 : 0));
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }

@@ -95,7 +95,6 @@ struct StreamLaunch {
   int cluster = 0;           // block kernel: the K split summed in a cluster of this many CTAs
   bool qa = false;           // block kernel: FP4 activations converted in its staging (kS16VarQa)
   bool w16 = false;          // block kernel: 16 warps over two K halves (kS16VarW16)
-  bool wg = false;           // block kernel: wgmma MMAs (kS16VarWg, SM90 probe)
 };
 StreamLaunch last_stream_launch();
 /// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to
@@ -135,13 +134,6 @@ inline constexpr int kS16VarQa = 4;
 /// the staged-once kernel with 16 warps, two K halves of the same tiles summed in shared memory (1
 /// CTA per SM; p.stream_vp a multiple of 8, at most kS16OnceMaxVp; partials only, no cluster).
 inline constexpr int kS16VarW16 = 8;
-/// Session 27 (Plan::stream16_wg; SM90 probe, B12X_GEMM_S16_WG=1): the staged-once kernel's MMAs
-/// as m64nNk16 wgmmas (A: the decoded weights from registers, B: the staged activations in the
-/// core-matrix layout) with any of the other bits; sm_90a only.
-inline constexpr int kS16VarWg = 16;
-/// Host only: whether the kS16VarWg instances of `var`'s kernel exist for format f (both token
-/// tiles and MXFP4 splat kinds; the cluster sum's NVFP4 one-tile instance is absent as without).
-bool stream16_wg_available(WFmt f, int var);
 /// Host only: whether the 16-warp instances of format f (qa: FP4 activations converted in the
 /// staging; else BF16) exist for every token-tile count and MXFP4 splat kind.
 bool stream16_w16_available(WFmt f, bool qa);

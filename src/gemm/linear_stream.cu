@@ -184,45 +184,23 @@ S16Fn pick_stream16_fmt(int tw, int nt) {
 /// first conversion there (scalar decode, per-value swizzle offsets) lost: NVFP4 M = 16, us over
 /// the five shapes, 9.77 / 21.62 / 22.15 / 13.30 / 10.36 against 9.07 / 19.32 / 19.47 / 12.96 /
 /// 9.64; session 24's pair arithmetic wins (docs/gemm.md).
-template <bool kCl, bool kQa = false, bool kW16 = false, bool kWg = false>
+template <bool kCl, bool kQa = false, bool kW16 = false>
 S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
   if (mx && mx_free)
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true, kCl, kQa, kW16, kWg>
-                   : &linear_stream16_once_kernel<2, 2, true, true, kCl, kQa, kW16, kWg>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true, kCl, kQa, kW16>
+                   : &linear_stream16_once_kernel<2, 2, true, true, kCl, kQa, kW16>;
   if (mx)
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, false, kCl, kQa, kW16, kWg>
-                   : &linear_stream16_once_kernel<2, 2, true, false, kCl, kQa, kW16, kWg>;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, false, kCl, kQa, kW16>
+                   : &linear_stream16_once_kernel<2, 2, true, false, kCl, kQa, kW16>;
   // NVFP4 weights on BF16 activations summed in a cluster at one token tile: no default reached
   // it (NVFP4 W4A16 takes the cluster from M = 9, session 23's round 87; NVFP4 W4A4 with its
   // activations converted in the kernel, qa); removed in session 25, its runs keep the partials
   // (the plan's stream16_cluster_min_m >= 9, stream16_cluster_nt1).
   if constexpr (kCl && !kQa)
-    return nt == 1 ? nullptr
-                   : &linear_stream16_once_kernel<2, 2, false, false, kCl, kQa, kW16, kWg>;
+    return nt == 1 ? nullptr : &linear_stream16_once_kernel<2, 2, false, false, kCl, kQa, kW16>;
   else
-    return nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, kCl, kQa, kW16, kWg>
-                   : &linear_stream16_once_kernel<2, 2, false, false, kCl, kQa, kW16, kWg>;
-}
-
-/// The staged-once instances of var (kWg: the wgmma probe's, session 27, var & kS16VarWg).
-template <bool kWg>
-S16Fn pick_stream16_var(int tw, int nt, bool mx, bool qx, bool mx_free, int var) {
-  const bool cl = (var & kS16VarCluster) != 0;
-  const bool qa = (var & kS16VarQa) != 0;
-  // Session 26: staged once, partials only; MXFP4 on FP4 activations converted in the staging
-  // only (the rule's; MXFP4 W4A16 lost to its lo split at M <= 8 in round 97).
-  if (var & kS16VarW16)
-    return tw != 2 || qx || cl || !(var & kS16VarOnce) || (mx && !qa) ? nullptr
-           : qa      ? pick_stream16_once<false, true, true, kWg>(nt, mx, mx_free)
-           : nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, false, false, true, kWg>
-                     : &linear_stream16_once_kernel<2, 2, false, false, false, false, true, kWg>;
-  if (var & kS16VarOnce)
-    return tw != 2 || qx ? nullptr
-           : qa          ? (cl ? pick_stream16_once<true, true, false, kWg>(nt, mx, mx_free)
-                               : pick_stream16_once<false, true, false, kWg>(nt, mx, mx_free))
-           : cl          ? pick_stream16_once<true, false, false, kWg>(nt, mx, mx_free)
-                         : pick_stream16_once<false, false, false, kWg>(nt, mx, mx_free);
-  return nullptr;
+    return nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, kCl, kQa, kW16>
+                   : &linear_stream16_once_kernel<2, 2, false, false, kCl, kQa, kW16>;
 }
 
 /// var & kS16VarCluster (session 23): the split summed in a cluster (kCl) on the staged-once
@@ -231,9 +209,19 @@ S16Fn pick_stream16_var(int tw, int nt, bool mx, bool qx, bool mx_free, int var)
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   const bool cl = (var & kS16VarCluster) != 0;
   const bool qa = (var & kS16VarQa) != 0;
-  if (var & kS16VarWg) return pick_stream16_var<true>(tw, nt, mx, qx, mx_free, var);
-  if (var & (kS16VarW16 | kS16VarOnce))
-    return pick_stream16_var<false>(tw, nt, mx, qx, mx_free, var);
+  // Session 26: staged once, partials only; MXFP4 on FP4 activations converted in the staging
+  // only (the rule's; MXFP4 W4A16 lost to its lo split at M <= 8 in round 97).
+  if (var & kS16VarW16)
+    return tw != 2 || qx || cl || !(var & kS16VarOnce) || (mx && !qa) ? nullptr
+           : qa      ? pick_stream16_once<false, true, true>(nt, mx, mx_free)
+           : nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, false, false, true>
+                     : &linear_stream16_once_kernel<2, 2, false, false, false, false, true>;
+  if (var & kS16VarOnce)
+    return tw != 2 || qx ? nullptr
+           : qa          ? (cl ? pick_stream16_once<true, true>(nt, mx, mx_free)
+                               : pick_stream16_once<false, true>(nt, mx, mx_free))
+           : cl          ? pick_stream16_once<true>(nt, mx, mx_free)
+                         : pick_stream16_once<false>(nt, mx, mx_free);
   if (cl || qa) return nullptr;
   if (qx) return mx ? nullptr : pick_stream16_fmt<false, true>(tw, nt);
   if (mx && mx_free) return pick_stream16_fmt<true, false, true>(tw, nt);
@@ -257,15 +245,6 @@ bool stream16_w16_available(WFmt f, bool qa) {
   const int var = kS16VarOnce | kS16VarW16 | (qa ? kS16VarQa : 0);
   for (int i = 0; i < 4; ++i)
     if (pick_stream16(2, 1 + (i & 1), mx, false, mx && i >= 2, var) == nullptr) return false;
-  return true;
-}
-
-bool stream16_wg_available(WFmt f, int var) {
-  const bool mx = f == WFmt::kMxfp4;
-  for (int i = 0; i < 4; ++i)
-    if (pick_stream16(2, 1 + (i & 1), mx, false, mx && i >= 2, var | kS16VarWg) == nullptr &&
-        !((var & kS16VarCluster) && i % 2 == 0))
-      return false;
   return true;
 }
 
@@ -372,8 +351,7 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         p.stream_trig != 0,
                         cl ? split : 0,
                         qa,
-                        (var & kS16VarW16) != 0,
-                        (var & kS16VarWg) != 0};
+                        (var & kS16VarW16) != 0};
   B12X_CUDA_CHECK(
       b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)),
                               dim3(stream16_threads(var)), static_cast<size_t>(smem), stream,

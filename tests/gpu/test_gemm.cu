@@ -2338,7 +2338,7 @@ TEST(GemmGpu, DecodeStream16) {
 /// (B12X_GEMM_S16_W16=1 set by the caller).
 void s16_once_cases(const std::vector<int64_t>& ms, const std::array<int64_t, 3>& ks,
                     const std::array<int, 3>& splits, const std::array<int64_t, 3>& ns,
-                    bool cluster, bool qa = false, bool w16 = false, bool wg = false) {
+                    bool cluster, bool qa = false, bool w16 = false) {
   int i = 0;
   const std::vector<LinearFormat> fmts =
       qa ? std::vector<LinearFormat>{LinearFormat::kNvfp4, LinearFormat::kMxfp4}
@@ -2368,7 +2368,6 @@ void s16_once_cases(const std::vector<int64_t>& ms, const std::array<int64_t, 3>
       // (No MXFP4 16-warp instance on BF16 activations, session 26.)
       const bool mx = f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4;
       EXPECT_EQ(l.w16, w16 && (qa || !mx)) << "M " << M << " K " << K;
-      EXPECT_EQ(l.wg, wg) << "M " << M << " K " << K;
     }
 }
 
@@ -2494,44 +2493,6 @@ TEST(GemmGpu, DecodeStream16W16) {
     ScopedEnv ew0("B12X_GEMM_S16_W16", "0");
     EXPECT_FALSE(plan_fmt(f, 2048, 7168, 16).stream16_w16);
   }
-}
-
-TEST(GemmGpu, DecodeStream16Wg) {
-  B12X_REQUIRE_GPU();
-  // Session 27 probe (B12X_GEMM_S16_WG=1, lin::kS16VarWg; SM90 only): the staged-once kernel's
-  // MMAs as wgmmas (A: decoded weights from registers, B: the activations in the core-matrix
-  // layout) on every plan the staged-once kernel takes — 8 warps with partials, W4A4 through the
-  // pre-pass and converted in the staging, 16 warps, the cluster sum — at one and two n8 token
-  // tiles, K ranges past K, bias, FP16 outputs, capacity above M, graph replays.
-  if (!(device_info(0).cc_major == 9 && device_info(0).cc_minor == 0)) {
-    ScopedEnv ewg("B12X_GEMM_S16_WG", "1");
-    EXPECT_FALSE(plan_fmt(LinearFormat::kNvfp4W4A16, 4096, 4096, 16).stream16_wg);
-    GTEST_SKIP() << "wgmma block kernel: SM90 only";
-  }
-  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
-  ScopedEnv ewg("B12X_GEMM_S16_WG", "1");
-  {
-    ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0"), eqa0("B12X_GEMM_S16_QA", "0");
-    s16_once_cases({2, 5, 8, 16}, {992, 2848, 3040}, {1, 3, 3}, {200, 72, 200}, false, false, false,
-                   true);
-    ScopedEnv ecl("B12X_GEMM_S16_CLUSTER", "8");
-    s16_once_cases({9, 16}, {1312, 2848, 2016}, {2, 3, 8}, {72, 200, 520}, true, false, false,
-                   true);
-  }
-  {
-    ScopedEnv eqa("B12X_GEMM_S16_QA", "1");
-    s16_once_cases({2, 9, 16}, {992, 2848, 3040}, {1, 3, 3}, {200, 72, 200}, false, true, false,
-                   true);
-    ScopedEnv ecl("B12X_GEMM_S16_CLUSTER", "8");
-    s16_once_cases({3, 16}, {1312, 2848, 2016}, {2, 3, 8}, {72, 200, 520}, true, true, false, true);
-  }
-  {
-    ScopedEnv ew("B12X_GEMM_S16_W16", "1"), eqa("B12X_GEMM_S16_QA", "1");
-    s16_once_cases({4, 16}, {1312, 2848, 992}, {2, 3, 1}, {72, 200, 520}, false, true, true, true);
-  }
-  EXPECT_TRUE(plan_fmt(LinearFormat::kNvfp4W4A16, 4096, 4096, 16).stream16_wg);
-  ScopedEnv ewg0("B12X_GEMM_S16_WG", "0");
-  EXPECT_FALSE(plan_fmt(LinearFormat::kNvfp4W4A16, 4096, 4096, 16).stream16_wg);
 }
 
 TEST(GemmGpu, DecodeStream16Qa) {

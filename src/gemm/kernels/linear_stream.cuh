@@ -37,11 +37,9 @@
 
 #include <cuda_bf16.h>
 
-#include "b12x/status.h"  // B12X_ASSERT, used by linear_tiled_sm90.cuh's host helpers
 #include "formats/swizzle.h"
 #include "gemm/kernels/cluster_sum.cuh"
 #include "gemm/kernels/linear_common.cuh"
-#include "gemm/kernels/linear_tiled_sm90.cuh"  // wg:: fence / commit / wait, desc_kmajor
 
 namespace b12x::gemm::lin {
 
@@ -807,14 +805,15 @@ __device__ __forceinline__ void s16_ring_fill(uint4 (&ring)[kDepth], const S16Ra
 /// One vector of one tile in the block kernels: the lane's 4 FP4 words (k16 steps 0..3) decoded,
 /// times the steps' (row g, row g + 8) splat pairs (kFold: MXFP4's 2^119 first), into the MMAs
 /// of kNt n8 token tiles whose B fragments b[step] came from ldmatrix.
-template <bool kFold>
-__device__ __forceinline__ void s16_afrag(uint32_t (&af)[4][4], const uint4 cur, const uint4 q4) {
+template <int kNt, bool kFold>
+__device__ __forceinline__ void s16_vector(float (&acc)[kNt][4], const uint4 cur, const uint4 q4,
+                                           const uint32_t (&b)[4][4]) {
   using T = Bf16Tag;
   const uint32_t svp[4] = {q4.x, q4.y, q4.z, q4.w};
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
     const __nv_bfloat162 sv = *reinterpret_cast<const __nv_bfloat162*>(&svp[s]);
-    uint32_t wb[4];
+    uint32_t wb[4], af[4];
     fp4_word_pairs<T>(s == 0 ? cur.x : s == 1 ? cur.y : s == 2 ? cur.z : cur.w, wb);
     if constexpr (kFold) {
 #pragma unroll
@@ -824,19 +823,10 @@ __device__ __forceinline__ void s16_afrag(uint32_t (&af)[4][4], const uint4 cur,
     for (int r = 0; r < 4; ++r) {
       const __nv_bfloat162 m = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&wb[r]),
                                        (r & 1) ? __high2bfloat162(sv) : __low2bfloat162(sv));
-      af[s][r] = *reinterpret_cast<const uint32_t*>(&m);
+      af[r] = *reinterpret_cast<const uint32_t*>(&m);
     }
-  }
-}
-template <int kNt, bool kFold>
-__device__ __forceinline__ void s16_vector(float (&acc)[kNt][4], const uint4 cur, const uint4 q4,
-                                           const uint32_t (&b)[4][4]) {
-  uint32_t af[4][4];
-  s16_afrag<kFold>(af, cur, q4);
-#pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    mma16816<Bf16Tag>(acc[0], af[s], b[s][0], b[s][1]);
-    if constexpr (kNt == 2) mma16816<Bf16Tag>(acc[1], af[s], b[s][2], b[s][3]);
+    mma16816<T>(acc[0], af, b[s][0], b[s][1]);
+    if constexpr (kNt == 2) mma16816<T>(acc[1], af, b[s][2], b[s][3]);
   }
 }
 
@@ -864,68 +854,6 @@ __device__ __forceinline__ void s16_step(float (&acc)[kTw][kNt][4], uint4 (&ring
     if (vn < cr.lim[j]) ring[q] = ldg_stream(cr.wp[j] + static_cast<int64_t>(vn) * 512);
     s16_vector<kNt, kFold>(acc[j], cur, *reinterpret_cast<const uint4*>(spv + j * spl_tile), b);
   }
-}
-
-/// One m64n(8 kNt)k16 wgmma of the kWg block kernel (SM90): the warp's 16-row A fragment from
-/// registers (warp w of a warpgroup holds rows 16w..16w+15, the mma.sync m16n8k16 A fragment), the
-/// staged token rows as B through a descriptor, the fp32 accumulators in the m16n8 C fragments'
-/// order (n8 tile n at d[4n..4n+3]), so the warp's acc[j] of the mma.sync path carries over.
-template <int kNt>
-__device__ __forceinline__ void s16_wgmma(float (&d)[kNt][4], const uint32_t (&a)[4],
-                                          uint64_t desc) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (kNt == 1) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "%8, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-  } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, "
-        "{%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
-          "+f"(d[1][2]), "+f"(d[1][3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-  }
-#endif
-}
-
-/// kWg's activations in shared memory: wgmma's K-major no-swizzle core matrices (8 token rows x
-/// 16 bytes, 128 contiguous bytes), consecutive along K (leading byte offset 128), the two 8-row
-/// token groups vp x 1024 bytes apart (stride byte offset). Byte offset of (token tok, K index kk
-/// of the CTA's range, a multiple of 8).
-__device__ __forceinline__ int s16_wg_off(int tok, int kk, int vp) {
-  return (tok >> 3) * (vp * 1024) + (kk >> 3) * 128 + (tok & 7) * 16;
-}
-
-/// kWg's step (one 64-K vector of both of a warp's tiles): the ring as s16_step, the decoded A
-/// fragments of the 4 k16 steps x kTw tiles in registers, one wgmma per (step, tile) on the
-/// warpgroup's 64 rows of tile j; this vector's group stays in flight while the next vector
-/// decodes (wait_group 1: the previous group, whose A registers are then free). dv: the
-/// descriptor of the vector's first core matrix (step s adds s x 256 bytes to its address field,
-/// which stays below 2^14 x 16 bytes: no carry out of the field).
-template <int kTw, int kNt, bool kFold, int kDepth>
-__device__ __forceinline__ void s16_step_wg(float (&acc)[kTw][kNt][4], uint4 (&ring)[kDepth],
-                                            int jj, uint64_t dv, const uint8_t* spv, int spl_tile,
-                                            const S16Range<kTw>& cr, int vn) {
-  uint32_t af[kTw][4][4];
-#pragma unroll
-  for (int j = 0; j < kTw; ++j) {
-    const int q = (jj * kTw + j) % kDepth;
-    const uint4 cur = ring[q];
-    if (vn < cr.lim[j]) ring[q] = ldg_stream(cr.wp[j] + static_cast<int64_t>(vn) * 512);
-    s16_afrag<kFold>(af[j], cur, *reinterpret_cast<const uint4*>(spv + j * spl_tile));
-  }
-  wg::fence();
-#pragma unroll
-  for (int s = 0; s < 4; ++s)
-#pragma unroll
-    for (int j = 0; j < kTw; ++j) s16_wgmma<kNt>(acc[j], af[j][s], dv + s * (256 >> 4));
-  wg::commit();
-  wg::wait<1>();
 }
 
 /// The 8 BF16 activations of token row tok from K index k into shared memory at d: one 16-byte
@@ -1248,22 +1176,10 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
 /// 25: 0.50 eligible warps per scheduler at 4096x4096 against M = 1's 0.93). The staging and the
 /// splats are the 8-warp kernel's bytes (each warp's splats cover its half), 1 CTA per SM (512 x <=
 /// 128 registers).
-///
-/// kWg (session 27, SM90 probe, lin::kS16VarWg): the MMAs as m64n(8 kNt)k16 wgmmas, A the decoded
-/// weights from registers (a warpgroup's 4 warps' tile j: 64 rows), B the staged activations
-/// through a descriptor (core-matrix layout, s16_wg_off) instead of ldmatrix + 2 kNt mma.sync per
-/// k16 step and tile; a vector's wgmmas run while the next one decodes. sm_90a only (traps
-/// elsewhere; the plan takes it on compute capability 9.0 alone).
 template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, bool kCl = false,
-          bool kQa = false, bool kW16 = false, bool kWg = false>
+          bool kQa = false, bool kW16 = false>
 __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 : 2)
     linear_stream16_once_kernel(const LinearParams p) {
-#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (kWg) {
-    __trap();  // SM90 only: the plan takes kWg on compute capability 9.0 alone
-    return;
-  }
-#endif
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
@@ -1352,15 +1268,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
     const uint16_t* const x = static_cast<const uint16_t*>(p.x);
     const int cpr = vp * 8;  // 16-byte chunks per row
     for (int i = threadIdx.x; i < 16 * cpr; i += kThreads) {
-      if constexpr (kWg) {
-        // Two lanes per row's 32 bytes, 16 rows per 32 lanes: the 16-byte stores of a quarter
-        // warp fall 2 to a bank group in the core-matrix layout.
-        const int tok = (i >> 1) & 15, kk = (((i >> 5) << 1) | (i & 1)) * 8;
-        s16_stage_x8(p, x, tok, k0 + kk, dsm + s16_wg_off(tok, kk, vp));
-      } else {
-        const int tok = i / cpr, kk = (i - tok * cpr) * 8;
-        s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
-      }
+      const int tok = i / cpr, kk = (i - tok * cpr) * 8;
+      s16_stage_x8(p, x, tok, k0 + kk, dsm + tok * pitch + kk * 2);
     }
     asm volatile("cp.async.commit_group;");
   }
@@ -1402,17 +1311,15 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
       const int tok = task % kQRows, blk = task / kQRows;
       if (blk >= 2 * vp) continue;
       const uint32_t w[4] = {qv[u].x, qv[u].y, qv[u].z, qv[u].w};
+      uint4* const d = reinterpret_cast<uint4*>(dsm + tok * pitch + blk * 64);
 #pragma unroll
       for (int i = 0; i < 4; ++i)
-        *reinterpret_cast<uint4*>(
-            dsm + (kWg ? s16_wg_off(tok, blk * 32 + 8 * i, vp) : tok * pitch + blk * 64 + i * 16)) =
-            kMx ? mxfp4x8_bf16(w[i], qsc[u])
-                : nvfp4x8_bf16_e7(w[i], (qsc[u] >> (4 * (i & 2))) & 0xFFu);
+        d[i] = kMx ? mxfp4x8_bf16(w[i], qsc[u])
+                   : nvfp4x8_bf16_e7(w[i], (qsc[u] >> (4 * (i & 2))) & 0xFFu);
     }
   } else {
     asm volatile("cp.async.wait_group 0;" ::: "memory");
   }
-  if constexpr (kWg) wg::fence_proxy_async();  // the staging's writes, read by wgmma (async proxy)
   __syncthreads();
 
   float acc[kTw][kNt][4] = {};
@@ -1421,29 +1328,15 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
   const uint8_t* const xa =
       dsm + (((lane >> 4) & 1) * 8 + (lane & 7)) * pitch + ((lane >> 3) & 1) * 16 + half * vh * 128;
   const uint8_t* const spl = spw + g * 16;
-  // kWg: the descriptor of this half's first vector in the core-matrix layout (B, K-major, no
-  // swizzle; vector v's is v x 1024 bytes further).
-  const uint64_t dw = wg::desc_kmajor(static_cast<uint32_t>(__cvta_generic_to_shared(dsm)) +
-                                          static_cast<uint32_t>(half * vh * 1024),
-                                      128, static_cast<uint32_t>(vp * 1024));
   for (int c = 0; c < cr.nch; ++c) {
     // The last block: its weight loads were issued a block ahead (see the M = 1 kernel).
     if (p.stream_trig && c + 1 == cr.nch) griddep_launch_dependents();
 #pragma unroll
     for (int jj = 0; jj < kS16ChunkV; ++jj) {
       const int v = c * kS16ChunkV + jj;
-      if constexpr (kWg)
-        s16_step_wg<kTw, kNt, kMx && !kMxFree>(acc, ring, jj, dw + v * (1024 >> 4), spl + v * 128,
-                                               vh * 128, cr, v + kAhead);
-      else
-        s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, jj, xa + v * 128, spl + v * 128, vh * 128,
-                                            cr, v + kAhead);
+      s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, jj, xa + v * 128, spl + v * 128, vh * 128, cr,
+                                          v + kAhead);
     }
-  }
-  if constexpr (kWg) {
-    wg::wait<0>();
-    // The accumulators are read below only after the wait (wgmma writes them asynchronously).
-    wg::fence_acc(reinterpret_cast<float(&)[kTw * kNt * 4]>(acc));
   }
 
   float mult = p.out_mult;
