@@ -211,10 +211,6 @@ struct PagedPlan {
   /// / 16.2 -> 10.7 / 12.7 / 15.3, B = 8 23.7 / 24.2 -> 24.8 / 23.8; page 64 (pairs -> on) 10.9
   /// / 14.0 / 16.3 / 24.3 -> 10.8 / 12.8 / 15.3 / 23.9.
   bool early_cap = true;
-  /// Probe (B12X_ATTN_EARLY_VAR=v, session 27; early-K/V plans of hcvt8 (v = 11) and wideh3
-  /// (v = 8)): v & 8 fills every ring stage before the PDL wait (the full ring; kernel suffix
-  /// `_v<v>`). 0: the default instance.
-  int early_var = 0;
   /// The decode tiles' cross-warp merge exchanges only the MMA fragments' first 8 rows when the
   /// other 8 are padding (GQA groups of <= 8 heads at q_len 1): half the epilogue's shared-memory
   /// traffic (B12X_ATTN_EPILOGUE_HALF=0 turns it off). H200 round 60 (us, off -> on): FP8

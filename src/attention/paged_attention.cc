@@ -452,28 +452,19 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.early_cap = true;
   const char* cap_env = std::getenv("B12X_ATTN_EARLY_CAP");
   if (cap_env != nullptr) plan.early_cap = std::string(cap_env) != "0";
-  // Probe variants of the early instance (B12X_ATTN_EARLY_VAR=v; PagedPlan::early_var), where
-  // compiled (stamped too with B12X_ATTN_STAMPS=1).
-  const char* ev_env = std::getenv("B12X_ATTN_EARLY_VAR");
-  const int ev = ev_env != nullptr ? std::atoi(ev_env) : 0;
-  plan.early_var =
-      plan.early_kv && ev > 0 && ev < 16 && k->launch_early_var[ev] != nullptr ? ev : 0;
-  plan.early_cap = plan.early_cap && plan.early_kv && !plan.stamps && plan.early_var == 0 &&
+  plan.early_cap = plan.early_cap && plan.early_kv && !plan.stamps &&
                    dev.family == ArchFamily::kSm90 && k->launch_early_cap != nullptr;
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
-    if (plan.early_var > 0) plan.kernel += "_v" + std::to_string(plan.early_var);
     if (plan.early_cap) plan.kernel += "_r208";
     if (plan.stamps) plan.kernel += "_stamps";
-    const void* fn = plan.stamps && plan.early_var > 0 ? k->func_stamp_early_var[plan.early_var]
-                     : plan.stamps        ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
-                     : plan.early_var > 0 ? k->func_early_var[plan.early_var]
-                     : plan.early_cap     ? k->func_early_cap
-                     : plan.early_kv      ? k->func_early
-                                          : k->func_lean;
+    const void* fn = plan.stamps      ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
+                     : plan.early_cap ? k->func_early_cap
+                     : plan.early_kv  ? k->func_early
+                                      : k->func_lean;
     const DeviceScope scope(caps.device);
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, k->smem));
   }
@@ -778,14 +769,12 @@ void run_paged(const PagedBinding& b, Stream stream) {
     p.stamps = reinterpret_cast<unsigned long long*>(b.scratch + plan.off_stamps);
     p.stamp_merge = plan.stamp_merge;
   }
-  const detail::LaunchFn main_fn =
-      plan.stamps && plan.early_var > 0 ? k->launch_stamp_early_var[plan.early_var]
-      : plan.stamps                     ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
-      : plan.early_var > 0              ? k->launch_early_var[plan.early_var]
-      : plan.early_cap                  ? k->launch_early_cap
-      : plan.early_kv                   ? k->launch_early
-      : plan.lean                       ? k->launch_lean
-                                        : k->launch;
+  const detail::LaunchFn main_fn = plan.stamps
+                                       ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
+                                   : plan.early_cap ? k->launch_early_cap
+                                   : plan.early_kv  ? k->launch_early
+                                   : plan.lean      ? k->launch_lean
+                                                    : k->launch;
   main_fn(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
   if (b.num_splits > 1 && !fused) {

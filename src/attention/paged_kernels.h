@@ -53,13 +53,6 @@ struct KernelInfo {
   const void* func_early_cap = nullptr;
   LaunchFn launch_early_cap = nullptr;
   LaunchFn launch_stamp_early = nullptr;
-  /// Probe variants of the early instance and their stamped twins (B12X_ATTN_EARLY_VAR=v,
-  /// session 27; null where not compiled): kVar of the kernels (8 = kVarFullEarly; hcvt8 11, wideh3
-  /// 8).
-  const void* func_early_var[16] = {};
-  LaunchFn launch_early_var[16] = {};
-  const void* func_stamp_early_var[16] = {};
-  LaunchFn launch_stamp_early_var[16] = {};
   const char* name = "";
 };
 

@@ -597,11 +597,7 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// kVar (session 25, early-K/V lean instances only): kVarVdEarly loads the V descale before the
 /// epilogue's barriers, kVarQPrefetch prefetches the CTA's Q rows into L2 before the PDL wait.
 /// hcvt8's early instance runs both (round 94; paged_instances.cuh).
-/// kVarFullEarly (session 27 probe, B12X_ATTN_EARLY_VAR): the full ring (every stage filled by
-/// the prologue, see p.full_ring) in the lean instance, so that an early CTA copies kStages tiles
-/// before the PDL wait instead of kStages - 1: the stage the loop's first refill would take after
-/// the release is already in flight before it.
-constexpr int kVarVdEarly = 1, kVarQPrefetch = 2, kVarFullEarly = 8;
+constexpr int kVarVdEarly = 1, kVarQPrefetch = 2;
 template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kVar = 0>
 __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
@@ -640,8 +636,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   constexpr int kIdRegs = kBN / 32;
   int pg0[kStages][kIdRegs];
   const int split = blockIdx.z;
-  constexpr bool kFullEarly = (kVar & kVarFullEarly) != 0;
-  const bool full_ring = Cfg::kDecode && ((!kLean && p.full_ring != 0) || kFullEarly);
+  const bool full_ring = Cfg::kDecode && !kLean && p.full_ring != 0;
   Work w{};
   KvRange range{};
   // Tile it of this split covers [kv_begin + it * kv_step, + kBN) within [.., kv_end); the
@@ -1873,11 +1868,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, Cfg::kMinBlocks)
 /// K/V takes 209 (216 allocated, 55296 per SM for its two CTAs), which leaves 10240 registers,
 /// less than the 12288 of a 96-register merge CTA; at 208 (53248) the merge CTA of the same call
 /// fits beside them (PagedPlan::early_cap).
-template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kMaxRegs,
-          int kVar = 0>
+template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kMaxRegs>
 __global__ void __maxnreg__(kMaxRegs)
     paged_attention_kernel_cap(const __grid_constant__ PagedParams p) {
-  paged_attention_body<T, Cfg, kLean, kStamp, kEarly, kVar>(p);
+  paged_attention_body<T, Cfg, kLean, kStamp, kEarly>(p);
 }
 
 // ---------------------------------------------------------------- merge ----------------------

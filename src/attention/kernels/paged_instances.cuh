@@ -12,24 +12,6 @@ void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly, kVar>, grid, Cfg::kThreads,
                 Cfg::kSmemBytes, s, pdl, p);
 }
-/// The early-K/V lean instance of probe variant kVar and its stamped twin (B12X_ATTN_EARLY_VAR,
-/// session 27: kVarFullEarly), at most 208 registers: a 96-register merge CTA (12288) then fits
-/// beside two 128-thread main CTAs per SM90 SM (see PagedPlan::early_cap).
-template <typename T, typename Cfg, bool kStamp, int kVar>
-void launch_var(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
-  launch_kernel(paged_attention_kernel_cap<T, Cfg, true, kStamp, true, 208, kVar>, grid,
-                Cfg::kThreads, Cfg::kSmemBytes, s, pdl, p);
-}
-template <typename T, typename Cfg, int kVar>
-void add_early_var(KernelInfo& k) {
-  static_assert(Cfg::kThreads == 128, "the 208-register cap fits two 128-thread CTAs + a merge");
-  k.func_early_var[kVar] = reinterpret_cast<const void*>(
-      &paged_attention_kernel_cap<T, Cfg, true, false, true, 208, kVar>);
-  k.launch_early_var[kVar] = &launch_var<T, Cfg, false, kVar>;
-  k.func_stamp_early_var[kVar] = reinterpret_cast<const void*>(
-      &paged_attention_kernel_cap<T, Cfg, true, true, true, 208, kVar>);
-  k.launch_stamp_early_var[kVar] = &launch_var<T, Cfg, true, kVar>;
-}
 template <typename T, typename Cfg, int kMaxRegs>
 void launch_main_cap(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   launch_kernel(paged_attention_kernel_cap<T, Cfg, true, false, true, kMaxRegs>, grid,
@@ -94,9 +76,6 @@ KernelInfo make_info(const char* name) {
             &paged_attention_kernel<T, Cfg, true, true, true, kEarlyVar>);
         k.launch_stamp_early = &launch_main<T, Cfg, true, true, true, kEarlyVar>;
       }
-      // probe (session 27, B12X_ATTN_EARLY_VAR): the full ring copied before the wait
-      if constexpr (kDqk == 256 && kDv == 256 && (kKind == 28 || kKind == 18))
-        add_early_var<T, Cfg, kEarlyVar | kVarFullEarly>(k);
     }
   }
   k.launch_merge = &launch_merge<T, kDv>;
@@ -137,8 +116,7 @@ void register_kinds(std::vector<KernelInfo>& out, const char* tag) {
     out.push_back(make_info<T, kFp8, kDqk, kDv, 8, true, k256, k256>(tag));
     out.push_back(make_info<T, kFp8, kDqk, kDv, 13, true, !k256, !k256>(tag));
     // hcvt8 (28; head dim 256, q_len x group <= 8)
-    // (stamped for the session-27 probe round)
-    if constexpr (k256) out.push_back(make_info<T, kFp8, kDqk, kDv, 28, true, true, true>(tag));
+    if constexpr (k256) out.push_back(make_info<T, kFp8, kDqk, kDv, 28, true, false, true>(tag));
   }
 }
 template <int kDqk, int kDv>
