@@ -132,6 +132,9 @@ constexpr bool kStreamQs = true;
 /// Session 26: the M = 1 ring's requests after each slot's decode where round 98 measured them
 /// faster (plan rule below; lin::kStreamVarLate).
 constexpr bool kStreamLateRule = true;
+/// Session 27: the M = 1 8-part 2-CTA blocks' K parts of an even number of vectors where the grid
+/// has more CTAs than SMs (plan rule below; lin::kStreamVarHalf).
+constexpr bool kStreamHalfRule = true;
 /// Session 20: MXFP4 W4A16 with fold-free weights takes NVFP4 W4A16's one-tile-per-SM rule (the
 /// stream kernel at the 2-CTA cap with the early trigger where 0.9-1 row tiles per SM): round 75
 /// 2048x7168 4.91 (decode kernel) -> 4.51 us (round 74 4.90 -> 4.52).
@@ -1793,12 +1796,20 @@ Plan plan(const Caps& caps) {
               lin::stream_late_available(wf, c.parts, occ, p.decode_stream_var))
             p.decode_stream_var |= lin::kStreamVarLate;
         }
-        // Session 27 probe (lin::kStreamVarHalf, B12X_GEMM_STREAM_HALF=1): on the 8-part 2-CTA
-        // blocks (W4A16 128 / W4A4 168, not late) K parts of ceil(kvec / 8) rounded to 2 vectors
-        // instead of 4, where that is fewer (kvec / 8 = 2 mod 4: 2048x7168's 8 parts of 14
-        // vectors instead of 7 of 16 and an empty one).
+        // Session 27 (kStreamHalfRule, SM90; lin::kStreamVarHalf): on the 8-part 2-CTA blocks
+        // (W4A16 128 / W4A4 168, not late) K parts of ceil(kvec / 8) rounded to 2 vectors instead
+        // of 4, where that is fewer (ceil(kvec / 8) = 1 or 2 mod 4), by default where the grid has
+        // more CTAs than SMs, one group each. Rounds 101 / 102 (H200, M = 1, us, two interleaved
+        // samples, default -> HALF): 4096x3072 (256 CTAs, vp 8 -> 6) NVFP4 W4A16 4.10 / 4.10 ->
+        // 3.93 / 3.94, MXFP4 W4A4 4.30 / 4.29 -> 4.21 / 4.18; 2560x5120 (160 CTAs, 12 -> 10) MXFP4
+        // W4A4 5.88 / 5.84 -> 5.81 / 5.80. One CTA per SM lost (2048x7168, 128 CTAs, 7 parts of 16
+        // vectors and an empty 8th -> 8 of 14: +1.5-5.5 % for all four formats; Nsight Compute SM
+        // active cycles 7580 -> 8766 at 5 % fewer instructions). B12X_GEMM_STREAM_HALF=0|1
+        // overrides (=1: wherever an instance exists).
         if (const char* e = std::getenv("B12X_GEMM_STREAM_HALF");
-            e != nullptr && e[0] == '1' && occ == 2 && c.parts == 8) {
+            (e != nullptr ? e[0] == '1'
+                          : kStreamHalfRule && sm90 && c.ctas > sms && c.groups <= c.ctas) &&
+            occ == 2 && c.parts == 8) {
           const int64_t per = (geo.kvec + 7) / 8;
           const int vp2 = static_cast<int>((per + 1) / 2 * 2);
           const int base = p.decode_stream_var;

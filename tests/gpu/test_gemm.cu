@@ -1772,8 +1772,20 @@ TEST(GemmGpu, DecodeStreamHalf) {
   // and W4A4 (168, MXFP4 fold-free and with a code 136 the fold): K = 7168 (vp 14), 3040 (vp 6,
   // the last vector past K), 1024 (vp 2: every block a half one), N = 72 / 200, bias, an FP16
   // output, graphs, and a persistent grid of two groups per CTA (the half block's requests run
-  // on into the next group).
+  // on into the next group). The SM90 default (kStreamHalfRule) where the grid has more CTAs than
+  // SMs, one group each (4096x3072), not on one CTA per SM (2048x7168).
   B12X_REQUIRE_GPU();
+  if (device_info(0).sm_count == 132 && device_info(0).family == ArchFamily::kSm90) {
+    const gemm::Plan a = plan_m1(LinearFormat::kNvfp4W4A16, 4096, 3072);
+    EXPECT_EQ(a.decode_stream_var, 128 | gemm::lin::kStreamVarHalf);
+    EXPECT_EQ(a.decode_stream_vp, 6);
+    EXPECT_EQ(plan_m1(LinearFormat::kMxfp4, 4096, 3072).decode_stream_var,
+              168 | gemm::lin::kStreamVarHalf);
+    EXPECT_EQ(plan_m1(LinearFormat::kNvfp4W4A16, 2048, 7168).decode_stream_var, 128);
+    MxCodeTweak tw(0);
+    expect_stream_launch({LinearFormat::kMxfp4, 1, 4096, 3072, DType::kBF16, DType::kBF16, true},
+                         false, true);
+  }
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
       el("B12X_GEMM_STREAM_LATE", "0"), eh("B12X_GEMM_STREAM_HALF", "1"),
       ep("B12X_GEMM_STREAM_PARTS", "8"), eo("B12X_GEMM_STREAM_OCC", "2");
