@@ -2276,15 +2276,19 @@ Plan plan(const Caps& caps) {
     // 24.65 / 14.23 / 10.59 -> 10.71 / 22.04 / 24.42 / 13.94 / 10.43; with the reduce's early
     // trigger (B12X_GEMM_REDUCE_TRIG=1) no further gain; block FP8 with its weight scales staged
     // early (var 80, removed) level or slower (6144x4096 M = 16 12.78 -> 13.00, 4096x14336 M = 4
-    // 19.25 -> 19.47). B12X_GEMM_STREAM16_F8_EARLY=0 keeps 46.
+    // 19.25 -> 19.47). Round 102 (110 against 46): M = 1 8.96 / 18.96 / 20.69 / 11.73 / 9.00 vs
+    // 8.95 / 19.86 / 20.58 / 11.85 / 9.03, M = 4 9.16 / 19.44 / 21.18 / 12.03 / 9.22 vs 9.37
+    // / 20.49 / 21.14 / 12.17 / 9.22, M = 16 10.65 / 21.70 / 23.97 / 13.94 / 10.30 vs 10.84 / 23.20
+    // / 24.18 / 14.19 / 10.48 (46's instances removed). With chunk 1's splats before the wait too
+    // (kF8VarEarly2, 110 -> 238; round 102): M = 1 8.98 / 18.73 / 20.48 / 11.61 / 9.00, M = 4 9.25
+    // / 19.16 / 20.98 / 11.89 / 9.23, M = 16 10.67 / 21.43 / 23.95 / 13.76 / 10.25.
+    // B12X_GEMM_STREAM16_F8_EARLY=1 (probe) keeps 110.
     const char* evar = std::getenv("B12X_GEMM_STREAM16_F8_VAR");
     const char* eearly = std::getenv("B12X_GEMM_STREAM16_F8_EARLY");
-    // (Probe: =2 adds kF8VarEarly2, chunk 1's splats before the wait too.)
-    const int early = !q8                 ? 0
-                      : eearly == nullptr ? lin::kF8VarEarly
-                      : eearly[0] == '2'  ? lin::kF8VarEarly | lin::kF8VarEarly2
-                      : eearly[0] == '0'  ? 0
-                                          : lin::kF8VarEarly;
+    const int early = !q8 ? 0
+                      : eearly != nullptr && eearly[0] == '1'
+                          ? lin::kF8VarEarly
+                          : lin::kF8VarEarly | lin::kF8VarEarly2;
     auto var_for = [&](int tw8, int depth) {
       const int v = evar != nullptr ? std::atoi(evar)
                     : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4

@@ -2752,12 +2752,12 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   // MXFP8's in-kernel quantization on all 8 warps with its folded scales, a warp per token at M
   // <= 8 (VAR=14, the default on SM90; 6 without the warp per token was removed in session 21;
   // at M = 1 / 3 / 16): tw 1 / 2, splits 1 / 3, K tails (half chunks, 4864), partial CTAs, FP16
-  // outputs, a graph; with kF8VarCheap (46, the default since session 25: splats by one
-  // conversion, masked E8M0 bytes; 14 without it was removed), weight scales over 80..150 in one
-  // case (splats below 2^-24 flush to 0). 110 (the default since session 27): 46 with
-  // kF8VarEarly (the weight E8M0 bytes of chunks 0 / 1 staged and chunk 0's splats built before
-  // griddepcontrol.wait); 238 (probe): 110 with chunk 1's splats before the wait too.
-  for (const int var : {46, 110, 238}) {
+  // outputs, a graph; with kF8VarCheap (session 25: splats by one conversion, masked E8M0 bytes)
+  // and kF8VarEarly (session 27: 110, the weight E8M0 bytes of chunks 0 / 1 staged and chunk 0's
+  // splats built before griddepcontrol.wait; 238, the default since round 102, chunk 1's splats
+  // there too; 46 without it was removed), weight scales over 80..150 in one case (splats below
+  // 2^-24 flush to 0).
+  for (const int var : {110, 238}) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
         ev("B12X_GEMM_STREAM16_F8_VAR", std::to_string(var).c_str());
     int k = 0;
@@ -2813,17 +2813,17 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         EXPECT_EQ(l.var, std::atoi(var)) << name(c);
       }
   }
-  // MXFP8's default plan variant (kF8VarEarly, session 27) at one chunk per CTA (K = 2048, split
-  // 8: chunk 1 lies past every CTA's range), M = 1 / 12, bias, FP16 out, a graph; 46 without it
-  // (B12X_GEMM_STREAM16_F8_EARLY=0).
+  // MXFP8's default plan variant (238, session 27) at one chunk per CTA (K = 2048, split 8: chunk
+  // 1 lies past every CTA's range), M = 1 / 12, bias, FP16 out, a graph; 110 with the probe knob
+  // B12X_GEMM_STREAM16_F8_EARLY=1.
   {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
         es("B12X_GEMM_STREAM16_SPLIT", "8"), et("B12X_GEMM_STREAM16_TW", "2"),
         e1("B12X_GEMM_STREAM16_F8_MINM", "1");
     {
-      ScopedEnv ee("B12X_GEMM_STREAM16_F8_EARLY", "0");
+      ScopedEnv ee("B12X_GEMM_STREAM16_F8_EARLY", "1");
       run_case({LinearFormat::kMxfp8, 3, 200, 2048, DType::kBF16, DType::kBF16, true});
-      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().var, 46);
+      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().var, 110);
     }
     int k = 0;
     for (LinearFormat f : {LinearFormat::kMxfp8})
@@ -2841,7 +2841,7 @@ TEST(GemmGpu, DecodeStream16Fp8) {
         const gemm::lin::Stream16F8Launch l = gemm::lin::last_stream16_f8_launch();
         EXPECT_GT(l.serial, before) << name(c);
         EXPECT_TRUE(l.q) << name(c);
-        EXPECT_EQ(l.var & gemm::lin::kF8VarEarly, gemm::lin::kF8VarEarly) << name(c);
+        EXPECT_EQ(l.var, 238) << name(c);
         EXPECT_EQ(l.split, 8) << name(c);
       }
   }
@@ -3001,9 +3001,9 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       EXPECT_GT(gemm::lin::last_stream16_f8_launch().serial, b0) << gemm::format_name(f);
       EXPECT_TRUE(gemm::lin::last_stream16_f8_launch().q);
       // MXFP8: folded scales, quantized on all 8 warps (session 16), a warp per token at M <= 8,
-      // splats by one conversion (session 25); block FP8: quantized after the MMAs at M <= 8
-      // (session 20).
-      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().var, f == LinearFormat::kMxfp8 ? 46 : 16);
+      // splats by one conversion (session 25), weight scales and the first two chunks' splats
+      // before the wait (session 27); block FP8: quantized after the MMAs at M <= 8 (session 20).
+      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().var, f == LinearFormat::kMxfp8 ? 238 : 16);
       c.max_tokens = 0;
       b0 = gemm::lin::last_stream16_f8_launch().serial;
       run_case(c, false, nullptr, [](Acts& a) { a.x_offset = 8; });

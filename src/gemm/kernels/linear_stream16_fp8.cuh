@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // trigger before the sum) the scales' DRAM round trip and the splat build overlap it instead of
   // following the wait (round 101: -1.0..-1.4 us at 14336x4096, cl4).
   constexpr bool kEarly = (kVar & kF8VarEarly) != 0 && kGroup > 0;
-  // kEarly2 (probe): chunk 1's splats before the wait too.
+  // kEarly2 (with kEarly, MXFP8's default since round 102): chunk 1's splats before the wait too.
   constexpr bool kEarly2 = kEarly && kFold2 && (kVar & kF8VarEarly2) != 0;
   auto pow2s = [](int k) { return kCheap ? pow2_h2_cvt(k) : pow2_h2(k); };
   static_assert(!kQ8 || kGroup == 32, "quantization on 8 warps: MXFP8");
