@@ -610,13 +610,13 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.q_load, "B12X_MOE_Q_LOAD", {0, 1}, "0, 1", not_stream);
   knob(k.q_fast, "B12X_MOE_Q_FAST", {0, 1}, "0, 1", not_nvfp4);
   knob(k.q_early, "B12X_MOE_Q_EARLY", {0, 1, 2}, "0, 1, 2", not_stream);
-  knob(k.q_lean, "B12X_MOE_Q_LEAN", {0, 1, 2}, "0, 1, 2", not_nvfp4);
+  knob(k.q_lean, "B12X_MOE_Q_LEAN", {0, 1}, "0, 1", not_nvfp4);
   knob(k.fc1_groups, "B12X_MOE_FC1_GROUPS", {}, ">= 1", not_stream);
   knob(k.fc1_kg, "B12X_MOE_FC1_KG", {1, 2}, "1, 2", not_stream);
   knob(k.fc1_fine, "B12X_MOE_FC1_FINE", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.fc1_wide, "B12X_MOE_FC1_WIDE", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
   knob(k.fc1_bal, "B12X_MOE_FC1_BAL", {0, 1, 2}, "0, 1, 2", not_stream);
-  knob(k.fc1_bal1, "B12X_MOE_FC1_BAL1", {0, 1, 2}, "0, 1, 2", not_stream);
+  knob(k.fc1_bal1, "B12X_MOE_FC1_BAL1", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
   knob(k.a16_bal, "B12X_MOE_A16_BAL", {0, 1}, "0, 1", quantised);
   knob(k.a16_gate, "B12X_MOE_A16_GATE", {0, 1, 2, 3}, "0, 1, 2, 3", quantised);
   knob(k.a16_pdl, "B12X_MOE_A16_PDL", {0, 1}, "0, 1", quantised);
@@ -878,8 +878,10 @@ Plan plan(const Caps& caps) {
       for (int s = 2, n = 0; s <= 4; ++s)
         if ((p.fc2_cluster_fit >> s) & 1) sig << (n++ ? "," : "") << s;
     }
-    // The lean NVFP4 [Q] (DecodeKnobs::q_lean, probe of session 27; run takes it where it applies).
-    if (stream && p.knobs.q_lean != 0) sig << " q_lean" << p.knobs.q_lean;
+    // [Q]'s lean NVFP4 instance (decode_q_lean, session 27).
+    if (stream && detail::decode_q_lean(p.knobs, aquant_of(w.args.quant_mode),
+                                        w.args.params_dtype == DType::kFP16, E))
+      sig << " q_lean";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

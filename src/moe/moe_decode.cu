@@ -423,14 +423,18 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
   a.fc2_kil = decode_fc2_kil(kn, a.num_tokens, a.w2.K_pad / 128) ? 1 : 0;
   const int k_chunks = a.w1.K_pad / 128;
   // One balanced warp group where decode_fc1_balanced takes it for the 8-warp grid, before
-  // decode_fc1_groups would split short tiles over two groups (Qwen3-30B at M = 8: 16 sub-chunks
-  // per tile, chain 8 tiles x 2 sub-chunks): in A16 launches up to 64 routes (H200 round 30,
-  // w4a16 M = 8 72.9 / 73.6 -> 72.0 / 71.7 us; round 29 73.4 -> 70.7), not where the epilogue
-  // quantises the FC2 input (nvfp4 M = 8 72.5 / 73.7 -> 77.1 / 76.9, a CTA-wide tile end per 2
-  // sub-chunks) nor at 128 routes (nvfp4 M = 16 116.3 / 117.0 -> 120.6; w4a16 not measured).
-  // DecodeKnobs::fc1_bal1 0: never, 1: in every mode and route count.
-  const bool bal1 =
-      kn.fc1_bal1 == 1 || (kn.fc1_bal1 == 2 && a.aquant == num::kANone && a.routes <= 64);
+  // decode_fc1_groups would split short tiles over two groups: in A16 launches up to 16 routes
+  // (sessions 8-26: up to 64, H200 round 30, w4a16 Qwen3-30B M = 8 72.9 / 73.6 -> 72.0 / 71.7
+  // us, before the two-group FC1 had last-warp tile ends), not where the epilogue quantises the
+  // FC2 input (nvfp4 M = 8 72.5 / 73.7 -> 77.1 / 76.9, a CTA-wide tile end per 2 sub-chunks) nor
+  // at 128 routes (nvfp4 M = 16 116.3 / 117.0 -> 120.6). H200 round 102 (session 27), w4a16, us,
+  // the 64-route rule -> never (the two-group last-warp FC1 the nvfp4 rows run): Qwen3-30B M = 8
+  // (64 routes) 66.9 -> 56.1 (0.838x), M = 4 (32) 0.995x, Qwen3.5-TP4 M = 4 / 2 (40 / 20) 98.4 ->
+  // 87.2 (0.887x) / 61.1 -> 54.8 (0.897x); slower without it up to 16: Qwen3-30B M = 2 (16)
+  // 1.014x, Qwen3.5-TP4 M = 1 (10) 1.008x. DecodeKnobs::fc1_bal1 0: never, 1: in every mode and
+  // route count, 3: the A16 rule up to 64 routes (probe of session 27).
+  const int bal1_routes = kn.fc1_bal1 == 2 ? 16 : kn.fc1_bal1 == 3 ? 64 : 0;
+  const bool bal1 = kn.fc1_bal1 == 1 || (a.aquant == num::kANone && a.routes <= bal1_routes);
   // (Not where decode_fc1_long_groups takes two groups with last-warp tile ends: DeepSeek-TP4 /
   // MiniMax w4a16 M = 8 0.951 / 0.955x in round 69.)
   const int y3 = decode_fc1_tile_groups(kn, a.routes, fc1_row_blocks, a.sm_count, 3);
@@ -518,18 +522,15 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
     fc1_pdl = false;
   }
   if (a.aquant != num::kANone || a.a16_gate != 0) {
-    // The lean NVFP4 [Q] (DecodeKnobs::q_lean, probe: 1 with 8, 2 with 4 values per thread) where
-    // the default launch's branches are the ones it folds (BF16 x, the scale table with 1 / a1gs).
-    const bool lean = kn.q_lean != 0 && a.aquant == num::kANvfp4 && a.x_fp16 == 0 &&
-                      a.q_load != 0 && a.q_fast != 0 && a.num_experts <= dev::kQGsTable / 2;
-    const int qv = lean && kn.q_lean == 2 ? 4 : 8, qk = qv * DecodeCfg::kQuantThreads;
+    // The lean NVFP4 [Q] (decode_q_lean) where the default launch's branches are the ones it folds.
+    static_assert(dev::kQGsTable / 2 == kQLeanMaxExperts, "the lean [Q]'s 1 / a1gs table");
+    const bool lean = decode_q_lean(kn, a.aquant, a.x_fp16 != 0, a.num_experts);
+    constexpr int qk = 8 * DecodeCfg::kQuantThreads;
     const dim3 gq =
         a.a16_gate != 0 && a.a16_copy == 0
             ? dim3(8)  // the gate: zeroing only
             : dim3(static_cast<unsigned>(a.routes), static_cast<unsigned>((a.w1.K + qk - 1) / qk));
-    auto* qkern = !lean     ? dev::moe_decode_quant_kernel<false, 8>
-                  : qv == 8 ? dev::moe_decode_quant_kernel<true, 8>
-                            : dev::moe_decode_quant_kernel<true, 4>;
+    auto* qkern = lean ? dev::moe_decode_quant_kernel<true> : dev::moe_decode_quant_kernel<false>;
     launch_k(qkern, gq, dim3(DecodeCfg::kQuantThreads), 0, stream, pdl, a);
     B12X_CUDA_CHECK_LAUNCH();
   }

@@ -237,6 +237,15 @@ inline int64_t decode_fc1_bal_bytes(int64_t row_blocks, int64_t routes) {
 /// a plan that does not use them (`stream`: the plan runs the FP4 decode stream; `aquant`: its
 /// activation quantisation, num::AQuant) are logged as ignored.
 DecodeKnobs read_decode_knobs(bool stream, int aquant);
+/// Whether [Q] runs its lean instance (moe_decode_quant_kernel<true>, DecodeKnobs::q_lean 1,
+/// default): NVFP4 activations from BF16 x with [Q]'s scale table holding 1 / a1gs (q_load and
+/// q_fast, up to kQLeanMaxExperts experts) — the default launch, whose other paths' runtime
+/// branches it folds (H200 round 102: 0.985-1.002x on the 16 nvfp4 M <= 8 rows, the same bits).
+inline constexpr int kQLeanMaxExperts = 512;
+inline bool decode_q_lean(const DecodeKnobs& k, int aquant, bool x_fp16, int64_t experts) {
+  return k.q_lean != 0 && aquant == num::kANvfp4 && !x_fp16 && k.q_load != 0 && k.q_fast != 0 &&
+         experts <= kQLeanMaxExperts;
+}
 /// Whether an A16 decode-stream plan holds the per-route FC1 input rows of the copy gate
 /// (DecodeKnobs::a16_gate: -1, the default rule of launch_decode_stream, or 3).
 inline bool decode_a16_copy_rows(const DecodeKnobs& k) {

@@ -687,13 +687,12 @@ TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
                         fp4_variant_case(kMxSitu, 16, 512, 256, 3, 8, 1),
                         fp4_variant_case(a16, 16, 512, 256, 4, 8, 1),
                         fp4_variant_case(kNvfp4Silu, 1040, 256, 64, 8, 8, 1)};
-  // Also the lean NVFP4 [Q] (B12X_MOE_Q_LEAN=1 / 2: branches folded, 8 / 4 values per thread;
-  // the default elsewhere: MX, A16, more than 512 experts).
-  const char* knobs[5][2] = {{"B12X_MOE_Q_LOAD", "1"},
+  // Also [Q]'s generic instance where the lean one is the default (B12X_MOE_Q_LEAN=0; the lean
+  // [Q] runs only with order 1 and the table: decode_q_lean).
+  const char* knobs[4][2] = {{"B12X_MOE_Q_LOAD", "1"},
                              {"B12X_MOE_Q_LOAD", "0"},
                              {"B12X_MOE_Q_FAST", "0"},
-                             {"B12X_MOE_Q_LEAN", "1"},
-                             {"B12X_MOE_Q_LEAN", "2"}};
+                             {"B12X_MOE_Q_LEAN", "0"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());
     Problem P;
@@ -701,8 +700,8 @@ TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
     if (c.E > 1024)
       for (int32_t& id : P.ids)
         if (id >= 0 && id < c.E) id = static_cast<int32_t>(c.E) - 16 + id % 16;
-    std::vector<uint16_t> got[5];
-    for (int q = 0; q < 5; ++q) {
+    std::vector<uint16_t> got[4];
+    for (int q = 0; q < 4; ++q) {
       const auto out = eager_with_knobs(P, {{knobs[q][0], knobs[q][1]}});
       ASSERT_EQ(out.size(), 1u);
       got[q] = out[0];
@@ -896,11 +895,11 @@ void expect_probe_bit_equal(const Problem& P, const Knobs& knobs,
 
 TEST(MoeGpu, DecodeStreamQLeanReplays) {
   B12X_REQUIRE_GPU();
-  // The lean NVFP4 [Q] with 4 values per thread (B12X_MOE_Q_LEAN=2; both forms bit-equal to the
-  // default in DecodeStreamQLoadOrdersAreBitEqual) replayed in a graph with new routes.
+  // [Q]'s generic instance where the lean one is the default (B12X_MOE_Q_LEAN=0) against it,
+  // bit-equal, and replayed in a graph with new routes.
   Problem P;
   P.make(fp4_variant_case(kNvfp4Silu, 32, 512, 256, 4, 8, 1));
-  expect_probe_bit_equal(P, {}, {"B12X_MOE_Q_LEAN", "2"}, "lean [Q]", true);
+  expect_probe_bit_equal(P, {}, {"B12X_MOE_Q_LEAN", "0"}, "generic [Q]", true);
 }
 
 TEST(MoeGpu, DecodeStreamFc2ClusterSum) {

@@ -602,17 +602,16 @@ __device__ __forceinline__ float group_amax(float m, int lanes) {
 // a1gs on the chain from the loads to the store, only the block multiplier's reciprocal; the
 // same bits): [Q] runs its chain while FC1's CTAs, launched on
 // its trigger, take the issue slots.
-// kLean (DecodeArgs::q_lean, probe): the default NVFP4 launch only (BF16 x, q_load 1, q_fast with
-// the table), its runtime branches (FP16 x, the other modes, the gates) folded at compile time,
-// kV values per thread (8, or 4: twice the warps, each half the chain) — [Q] runs 1.6-2x longer
-// beside FC1's CTAs than alone (H200 round 101, Q_EARLY=2: +3.2 instead of +5.2 us after the
-// previous FC2 at Qwen3.5-TP4 M = 4), and FC1 waits for its last CTA.
+// kLean (the default NVFP4 launch: BF16 x, q_load 1, q_fast with the table; DecodeKnobs::q_lean):
+// the other paths' runtime branches (FP16 x, the other modes, the A16 gates) folded at compile
+// time, 752 instead of 2048 SASS instructions. [Q] runs 1.6-2.4x longer beside FC1's CTAs than
+// alone (H200 round 101, Q_EARLY=2: +3.2 instead of +5.2 us after the previous FC2 at
+// Qwen3.5-TP4 M = 4), and FC1 waits for its last CTA; round 102: 0.985-1.002x on the 16 nvfp4
+// M <= 8 rows ([Q] +3.9 instead of +6.4 us at MiniMax M = 2).
 constexpr int kQGsTable = 1024;  // experts whose a1gs fit the [Q] table (4 KB)
-template <bool kLean = false, int kV = 8>
+template <bool kLean = false>
 __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     moe_decode_quant_kernel(const DecodeArgs a) {
-  static_assert(kV == 8 || (kLean && kV == 4), "8 values per thread, or 4 in the lean [Q]");
-  using Vec = std::conditional_t<kV == 8, uint4, uint2>;
   __shared__ float s_gs[kQGsTable];
   const int aq = kLean ? static_cast<int>(num::kANvfp4) : a.aquant;
   const bool x_fp16 = kLean ? false : a.x_fp16 != 0;
@@ -646,67 +645,59 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
   if (!kLean && a.aquant == num::kANone && a.a16_copy == 0) return;  // A16 gate: nothing to do
   const int route = blockIdx.x;
   const int H = a.w1.K;
-  const int k = (blockIdx.y * DecodeCfg::kQuantThreads + threadIdx.x) * kV;
-  // This thread's kV values of the token's x row (route / topk < num_tokens: always a valid row).
-  const Vec* xsrc = reinterpret_cast<const Vec*>(static_cast<const uint16_t*>(a.x) +
-                                                 static_cast<int64_t>(route / a.topk) * a.x_ld + k);
-  Vec w{};
+  const int k = (blockIdx.y * DecodeCfg::kQuantThreads + threadIdx.x) * 8;
+  // This thread's 8 values of the token's x row (route / topk < num_tokens: always a valid row).
+  const uint4* xsrc = reinterpret_cast<const uint4*>(
+      static_cast<const uint16_t*>(a.x) + static_cast<int64_t>(route / a.topk) * a.x_ld + k);
+  uint4 w = make_uint4(0u, 0u, 0u, 0u);
   if ((kLean || a.q_load != 0) && k < H) w = *xsrc;  // in flight with the id load
   const int64_t id = a.ids64 ? static_cast<const int64_t*>(a.ids)[route]
                              : static_cast<const int32_t*>(a.ids)[route];
   if (id < 0 || id >= a.num_experts) return;  // uniform over the CTA: FC1 never reads this row
   if (!kLean && a.q_load == 0 && k < H) w = *xsrc;
-  Vec* dst = reinterpret_cast<Vec*>(a.xq + static_cast<int64_t>(route) * H + k);
+  uint4* dst = reinterpret_cast<uint4*>(a.xq + static_cast<int64_t>(route) * H + k);
   if (!kLean && a.aquant == num::kANone) {  // the A16 copy gate: the row as it is (BF16 or FP16)
     if (k < H) *dst = w;
     return;
   }
   if (gs_tab) __syncthreads();  // s_gs filled (uniform: every thread of the CTA is here)
-  uint32_t ws[kV / 2];
-  if constexpr (kV == 8) {
-    ws[0] = w.x, ws[1] = w.y, ws[2] = w.z, ws[3] = w.w;
-  } else {
-    ws[0] = w.x, ws[1] = w.y;
-  }
-  float v[kV];
+  float v[8];
   float amax = 0.f;
   if (k < H) {
+    const uint32_t ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-    for (int h = 0; h < kV / 2; ++h) {
+    for (int h = 0; h < 4; ++h) {
       const uint32_t lo = ws[h] & 0xFFFFu, hi = ws[h] >> 16;
       v[2 * h] = x_fp16 ? fmt::fp16_bits_to_float(lo) : fmt::bf16_bits_to_float(lo);
       v[2 * h + 1] = x_fp16 ? fmt::fp16_bits_to_float(hi) : fmt::bf16_bits_to_float(hi);
     }
 #pragma unroll
-    for (int i = 0; i < kV; ++i) amax = fmt::amax_update(amax, v[i]);
+    for (int i = 0; i < 8; ++i) amax = fmt::amax_update(amax, v[i]);
   } else {
 #pragma unroll
-    for (int i = 0; i < kV; ++i) v[i] = 0.f;
+    for (int i = 0; i < 8; ++i) v[i] = 0.f;
   }
-  // H % 32 == 0: the lanes of a block (16 / kV NVFP4, 32 / kV MX) are all inside or all outside H.
-  amax = group_amax(amax, num::quant_block_values(aq) / kV);
+  // H % 32 == 0: the 2 (NVFP4) or 4 (MX) lanes of a block are all inside or all outside H.
+  amax = group_amax(amax, num::quant_block_values(aq) / 8);
   if (k >= H) return;
   const float gs = aq != num::kANvfp4 ? 1.f : gs_tab ? s_gs[id] : a.a1gs[id];
-  uint32_t o[kV / 2];
+  uint32_t o[4];
   if (fast) {
     // NVFP4 operand values (E2M1 x UE4M3, at most 6 significant bits, 2^-10 .. 2688) are exact
     // in BF16: its bits are the fp32's upper half (what the RNE conversion gives them).
     const num::QBlock qb = num::quant_block_nvfp4(amax, gs, s_gs[kQGsTable / 2 + id]);
 #pragma unroll
-    for (int h = 0; h < kV / 2; ++h)
+    for (int h = 0; h < 4; ++h)
       o[h] = (fmt::f32_bits(num::quant_value(num::kANvfp4, qb, v[2 * h])) >> 16) |
              (fmt::f32_bits(num::quant_value(num::kANvfp4, qb, v[2 * h + 1])) & 0xFFFF0000u);
   } else {
     const num::QBlock qb = num::quant_block(aq, amax, gs);
 #pragma unroll
-    for (int h = 0; h < kV / 2; ++h)
+    for (int h = 0; h < 4; ++h)
       o[h] = pack_op(num::quant_value(aq, qb, v[2 * h]), num::quant_value(aq, qb, v[2 * h + 1]),
                      false);
   }
-  if constexpr (kV == 8)
-    *dst = make_uint4(o[0], o[1], o[2], o[3]);
-  else
-    *dst = make_uint2(o[0], o[1]);
+  *dst = make_uint4(o[0], o[1], o[2], o[3]);
 }
 
 // ---- [FC1] (32 * kWM rows) x (expert tiles y, y + Y, ...) per CTA -----------------------
