@@ -153,6 +153,7 @@ std::vector<Shape> shapes(LinearFormat f) {
           {4096, 14336},
           {6144, 4096},
           {2048, 7168},
+          {4096, kr(3072)},       // SM90: the M = 1 8-part blocks' even parts (kStreamHalfRule)
           {1000, kr(4096 + km)},  // N not a multiple of 16, K tail past the 64 / 128 / 256 slices
           {2880, kr(2880)},
           {24, kr(3 * km)},

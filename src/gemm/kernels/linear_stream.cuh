@@ -110,14 +110,15 @@ __device__ __forceinline__ uint4 stream_x8(const LinearParams& p, const uint16_t
 }
 
 /// The 4 packed bytes and the UE4M3 scale (128x4-swizzled, row 0) of the NVFP4 activations k..k + 7
-/// of a block, k = kb + 8 lane (kb a multiple of 256; K is a multiple of 16, so a chunk is whole
-/// or past K: zeros), for nvfp4x8_bf16_e7; kMxAct: the E8M0 scale of MXFP4 activations (K a
-/// multiple of 32), for mxfp4x8_bf16. From per-lane constant bases (session 23): row 0's
-/// 128x4-swizzled scale offset is (k / 16 / 4) x 512 + (k / 16) % 4 = kb x 8 + (lane / 8) x 512 +
-/// (lane / 2) % 4 (NVFP4; MXFP4's k / 32: kb x 4 + (lane / 16) x 512 + (lane / 4) % 4) and the
-/// bytes sit at kb / 2 + 4 lane, so a block costs two shifts and adds instead of signed 64-bit
-/// divisions (~35 sm_90a instructions per lane and block; round 85 / 86: NVFP4 / MXFP4 W4A4 up to
-/// -0.17 us, docs/gemm.md session 23).
+/// of a block, k = kb + 8 lane (kb a multiple of 128: a block starts at an even vector, kHalf's
+/// parts of an even number of vectors included; NVFP4's offsets below need 64, MXFP4's 128; K is
+/// a multiple of 16, so a chunk is whole or past K: zeros), for nvfp4x8_bf16_e7; kMxAct: the E8M0
+/// scale of MXFP4 activations (K a multiple of 32), for mxfp4x8_bf16. From per-lane constant bases
+/// (session 23): row 0's 128x4-swizzled scale offset is (k / 16 / 4) x 512 + (k / 16) % 4 = kb x 8
+/// + (lane / 8) x 512 + (lane / 2) % 4 (NVFP4; MXFP4's k / 32: kb x 4 + (lane / 16) x 512 + (lane /
+/// 4) % 4) and the bytes sit at kb / 2 + 4 lane, so a block costs two shifts and adds instead of
+/// signed 64-bit divisions (~35 sm_90a instructions per lane and block; round 85 / 86: NVFP4 /
+/// MXFP4 W4A4 up to -0.17 us, docs/gemm.md session 23).
 struct StreamQLane {
   const uint8_t* xb;  // the lane's packed bytes at kb = 0
   const uint8_t* xs;  // its scale byte at kb = 0
