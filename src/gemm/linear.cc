@@ -672,17 +672,25 @@ GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int
 /// (tile, 256-K) units (the three big shapes), both formats on 8207: IQ2_XXS 11.37 / 13.10 /
 /// 7.08 -> 10.97 / 12.33 / 6.97, IQ2_XS (8193, 24 warps) 13.62 / 14.78 / 8.38 -> 11.71 / 13.10 /
 /// 7.40. IQ2_XXS M = 1 keeps 8195 (8207: 5.06 / 9.32 / 10.04 / 5.97 / 5.04 against 5.02 / 9.30 /
-/// 10.11 / 6.00 / 4.97).
+/// 10.11 / 6.00 / 4.97). Round 102: IQ2_XS M = 1 8207 -> 8303 (+ the peeled loop and the
+/// interleaved halves) 5.56 / 10.22 / 10.86 / 6.47 / 5.32 -> 5.47 / 9.88 / 10.44 / 6.36 / 5.18
+/// (IQ2_XXS mixed: 5.07 / 9.27 / 10.09 / 6.04 / 4.96 -> 5.25 / 9.25 / 9.88 / 6.12 / 4.94, kept);
+/// M = 2 on 8207 also where the tiles are at most the SMs and the SMs get >= 24 units (2048x7168,
+/// 27 per SM: rounds 101 / 102 IQ2_XXS 6.60 / 6.56 -> 6.14 / 6.08, IQ2_XS 7.09 / 7.03 -> 6.40 /
+/// 6.30; 4096x4096's 256 tiles keep the BF16 GEMV: 5.70 / 5.68 against 5.97 / 5.74).
 int ggml_imma_default(lin::WFmt wf, bool fp16, int64_t M, int64_t n16, int64_t K, int64_t sms,
                       int* warps) {
   const bool xs = wf == lin::WFmt::kIq2Xs;
   const char* off = std::getenv("B12X_GGML_GEMV_IMMA");
   if (fp16 || (wf != lin::WFmt::kIq2Xxs && !xs) || (off != nullptr && off[0] == '0')) return 0;
   constexpr int kPieces = lin::kGgmlImmaVar | lin::kGgmlImmaP2 | lin::kGgmlImmaPred;
-  const bool m2 = M == 2 && n16 * (K / 256) >= 40 * sms;
+  constexpr int kInPlace = kPieces | lin::kGgmlImmaTile | lin::kGgmlImmaInPlace;
+  const int64_t units = n16 * (K / 256);
+  const bool m2 = M == 2 && (units >= 40 * sms || (n16 <= sms && units >= 24 * sms));
   if (M != 1 && !m2) return 0;
   *warps = 16;
-  return m2 || xs ? kPieces | lin::kGgmlImmaTile | lin::kGgmlImmaInPlace : kPieces;
+  if (m2) return kInPlace;
+  return xs ? kInPlace | lin::kGgmlImmaPeel | lin::kGgmlImmaIlv : kPieces;
 }
 
 bool ggml_gemv_bal_default(const GgmlGemvGrid& gg, int warps, int64_t n16, int64_t sms) {

@@ -8,7 +8,8 @@
 namespace b12x::gemm::lin {
 
 static_assert(kGgmlImmaP2 == imma::kP2 && kGgmlImmaPred == imma::kPred &&
-              kGgmlImmaTile == imma::kTile && kGgmlImmaInPlace == imma::kInPlace);
+              kGgmlImmaTile == imma::kTile && kGgmlImmaInPlace == imma::kInPlace &&
+              kGgmlImmaPeel == imma::kPeel && kGgmlImmaIlv == imma::kIlv);
 
 namespace {
 
@@ -16,8 +17,8 @@ using ImmaFn = void (*)(const LinearParams);
 
 /// The kernel for (format, activation dtype, warps per CTA, var, M tokens): BF16 activations, two
 /// activation pieces, 16 warps (nullptr: none). The defaults (ggml_imma_default): kP2 | kPred
-/// (8195) for IQ2_XXS M = 1; kP2 | kPred | kTile | kInPlace (8207) for IQ2_XS M = 1 and both
-/// formats at M = 2 (a 2-token plan's 1-token runs take its M = 1 kernel).
+/// (8195) for IQ2_XXS M = 1; kP2 | kPred | kTile | kInPlace (8207) at M = 2 (a 2-token plan's
+/// 1-token runs take its M = 1 kernel); 8207 | kPeel | kIlv (8303) for IQ2_XS M = 1.
 /// Dropped in rounds 93-95 (removed): 8 warps (two CTAs per SM), 20 / 32 warps, IQ2_XXS 24, the
 /// weights two batches ahead, two MMA chains per piece set; FP16 activations are unmeasured (no
 /// kernel). Session 26, rounds 97-98 (removed; us over 4096x4096 / 14336x4096 / 4096x14336 /
@@ -32,7 +33,10 @@ using ImmaFn = void (*)(const LinearParams);
 /// 6.00 / 4.97: its halves ran one after the other), tile pairs (8223: IQ2_XXS 5.63 / 10.39 /
 /// 10.96 / 7.43 / 5.95, IQ2_XS 6.22 / 12.17 / 12.29 / 8.28 / 6.50 at 128 registers), IQ2_XS 8193
 /// at 24 warps for M = 2 (13.62 / 14.78 / 8.38 us at the three big shapes against 8207's 11.71 /
-/// 13.10 / 7.40).
+/// 13.10 / 7.40). Round 102 (IQ2_XXS / IQ2_XS M = 1, against 8195 / 8207): 8207 + kPeel (8239)
+/// 5.29 / 10.00 / 10.86 / 6.38 / 5.25 and 5.68 / 10.50 / 11.11 / 6.70 / 5.42 against 5.07 / 9.27 /
+/// 10.09 / 6.04 / 4.96 and 5.56 / 10.22 / 10.86 / 6.47 / 5.32; kTile + kIlv without the in-place
+/// loads (8263) 5.39 / 9.41 / 10.43 / 6.31 / 5.12 and 5.77 / 10.16 / 10.91 / 6.61 / 5.45.
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   using namespace imma;
   const bool xs = f == WFmt::kIq2Xs;
@@ -50,23 +54,22 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
     return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 2, kIpv>
                   : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv>;
   }
-  // Session 27 probes (round 102), M = 1: the peeled loop (8239), the halves interleaved without
-  // (8263) and with the in-place loads and the peeled loop (8303).
-  if (M != 1) return nullptr;
-  switch (var & ~kGgmlImmaVar) {
-    case kIpv | kPeel:
-      return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPeel>
-                : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv | kPeel>;
-    case kP2 | kPred | kTile | kIlv:
-      return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kP2 | kPred | kTile | kIlv>
-                : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1,
-                                           kP2 | kPred | kTile | kIlv>;
-    case kIpv | kPeel | kIlv:
-      return xs ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPeel | kIlv>
-                : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv | kPeel | kIlv>;
-    default:
-      return nullptr;
+  // Session 27 round 102: 8303 = 8207 + kPeel + kIlv (IQ2_XS M = 1 default; M = 2 and IQ2_XXS M =
+  // 1 probes for round 103).
+  if (var == (kGgmlImmaVar | kIpv | kPeel | kIlv)) {
+    constexpr int v = kIpv | kPeel | kIlv;
+    if (xs)
+      return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 2, v>
+                    : &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, v>;
+    return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 2, v>
+                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, v>;
   }
+  // Round 103 probes, M = 1: kXFirst on IQ2_XXS 8195 (8323) and IQ2_XS 8303 (8431).
+  if (M == 1 && !xs && var == (kGgmlImmaVar | kP2 | kPred | kXFirst))
+    return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kP2 | kPred | kXFirst>;
+  if (M == 1 && xs && var == (kGgmlImmaVar | kIpv | kPeel | kIlv | kXFirst))
+    return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPeel | kIlv | kXFirst>;
+  return nullptr;
 }
 
 int64_t imma_smem(WFmt f, int64_t K, int64_t M) {

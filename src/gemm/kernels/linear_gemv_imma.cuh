@@ -67,16 +67,16 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 }
 /// Kernel variant bits (plan var kGgmlImmaVar | bits; session 26): kP2 two pieces per value
 /// (radix 2^8 signed digits, 15 bits; every kernel), kPred activation loads by the supplying lanes
-/// only; session 27: kTile a loop per tile (no per-batch tile checks), the sub-scale words shifted
-/// once per batch, the CTA's tail reading every warp's partials at once; kInPlace (with kTile) the
-/// next batch's loads into the current batch's registers as each part of them is consumed (no
-/// register copies per batch); kPair (with both) a unit of two tiles (32 rows) sharing the
-/// batch's activation loads, scales and bookkeeping; kPeel (with kInPlace) each tile's last batch
-/// out of the batch loop, the loads' addresses per batch from per-tile row bases (IMAD.WIDE);
-/// kIlv (with kTile) the two half batches' entries decoded and multiplied interleaved (two MMA
-/// chains in flight, as the session-26 loop had them; kTile's loop ran the halves one after the
-/// other).
-inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8, kPair = 16, kPeel = 32, kIlv = 64;
+/// only; session 27: kTile | kInPlace (together) a loop per tile (no per-batch tile checks), lane
+/// constants through shared memory, the sub-scale words shifted once per batch, the CTA's tail
+/// reading every warp's partials at once, and the next batch's loads into the current batch's
+/// registers as each part of them is consumed (no register copies per batch); kPeel each tile's
+/// last batch out of the batch loop, the loads' addresses from per-tile row bases; kIlv the two
+/// half batches' entries decoded and multiplied interleaved (two MMA chains in flight, as the
+/// session-26 loop had them; kTile's loop ran the halves one after the other); kXFirst the table
+/// words loaded after the first activation load. Bit 16 was round 101's tile pairs (removed).
+inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8, kPeel = 32, kIlv = 64,
+                     kXFirst = 128;
 /// Dynamic shared memory at K for M tokens: the tables, two pieces and the per-atom scales per
 /// token.
 template <WFmt F>
@@ -280,26 +280,22 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   constexpr int kTabBytes = tab_bytes<F>(), kSrcOff = src_off<F>(), kZeroOff = zero_off<F>();
   static_assert((kV & kP2) != 0, "two activation pieces");
   constexpr bool kPr = (kV & kPred) != 0, kTl = (kV & kTile) != 0, kIp = (kV & kInPlace) != 0;
-  static_assert(!kIp || kTl, "in-place loads run in the loop per tile");
-  // kPair: kT = 2 tiles per unit (tile index tile = a pair; the second of an odd n16's last pair
-  // reads the first's weights again and stores nothing).
-  constexpr int kT = (kV & kPair) != 0 ? 2 : 1, kR = 16 * kT;
-  static_assert(kT == 1 || kIp, "pairs of tiles with the in-place loads");
-  constexpr bool kPl = (kV & kPeel) != 0, kIv = (kV & kIlv) != 0;
+  static_assert(kIp == kTl, "the loop per tile runs with the in-place loads");
+  constexpr bool kPl = (kV & kPeel) != 0, kIv = (kV & kIlv) != 0, kXf = (kV & kXFirst) != 0;
   static_assert(!kIv || kTl, "interleaved halves in the loop per tile");
   static_assert(!kPl || kIp, "the peeled loop with the in-place loads");
   extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ float part[kW][2][kM][kR];
+  __shared__ float part[kW][2][kM][16];
   __shared__ __align__(8) int ptile[kW][2];
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  const int n16 = static_cast<int>(p.n16), nun = (n16 + kT - 1) / kT;
+  const int n16 = static_cast<int>(p.n16);
   const int atoms = static_cast<int>(p.K / 32);
   const int batches = atoms / 8;
   // The CTA's tiles [t0, t0 + ntl) and the warp's units [ua, ue) of its ntl x batches.
   const int G = static_cast<int>(gridDim.x), bx = static_cast<int>(blockIdx.x);
-  const int tq = nun / G, tr = nun % G;
+  const int tq = n16 / G, tr = n16 % G;
   const int t0 = bx * tq + min(bx, tr);
   const int ntl = tq + (bx < tr ? 1 : 0);
   const int nu = ntl * batches;
@@ -308,15 +304,9 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   int tile = t0 + (ua < ue ? ua / batches : 0), b = ua < ue ? ua % batches : 0;
 
   int d8 = static_cast<int>(16 * p.scale_ld), s8 = static_cast<int>(8 * p.scale2_ld);
-  Batch<F> cur[kT];
-  Cursor ld[kT];
-  // Tile j of the unit (the last tile again for a pair's missing second).
-  const auto tile_j = [&](int tl, int j) { return kT == 1 ? tl : min(kT * tl + j, n16 - 1); };
-#pragma unroll
-  for (int j = 0; j < kT; ++j) {
-    ld[j] = cursor_at<kSb>(p, tile_j(tile, j), b, g, t);
-    if (ua < ue) load_batch(ld[j], d8, s8, cur[j]);
-  }
+  Batch<F> cur;
+  Cursor ld = cursor_at<kSb>(p, tile, b, g, t);
+  if (ua < ue) load_batch(ld, d8, s8, cur);
   // The position of the latest load (ltile, lb).
   int ltile = tile, lb = b;
   const auto step = [&]() {
@@ -324,20 +314,26 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       lb = 0;
       ++ltile;
     }
-    cursor_next<kSb>(ld[0], p, ltile, lb, g, t);
+    cursor_next<kSb>(ld, p, ltile, lb, g, t);
   };
 
   // Tables: 384 (IQ2_XS 640) entries x 32 copies as 16-byte stores (4 copies each); all of a
   // thread's words loaded first (one round trip), stored after the first activation load is out.
+  // kXFirst: the words loaded after that activation load (round 102's warp sampling: ptxas copied
+  // a word into the store's registers before griddepcontrol.wait, so the activation load went out
+  // only after the tables' round trip, the two latencies in series).
   constexpr int kTabChunks = (kE + 128) * 8, kTabPass = (kTabChunks + kThr - 1) / kThr;
   uint32_t tw[kTabPass];
+  const auto tab_load = [&]() {
 #pragma unroll
-  for (int it = 0; it < kTabPass; ++it) {
-    const int e = (static_cast<int>(threadIdx.x) + it * kThr) >> 3;
-    tw[it] = e < kE         ? (kXs ? g_grid_nib_xs.v[e] : g_grid_nib_xxs.v[e])
-             : e < kE + 128 ? g_sign_nib.v[e - kE]
-                            : 0u;
-  }
+    for (int it = 0; it < kTabPass; ++it) {
+      const int e = (static_cast<int>(threadIdx.x) + it * kThr) >> 3;
+      tw[it] = e < kE         ? (kXs ? g_grid_nib_xs.v[e] : g_grid_nib_xxs.v[e])
+               : e < kE + 128 ? g_sign_nib.v[e - kE]
+                              : 0u;
+    }
+  };
+  if constexpr (!kXf) tab_load();
   if (threadIdx.x < 4)
     reinterpret_cast<uint32_t*>(smem + kSrcOff)[threadIdx.x] = threadIdx.x < 2 ? kSrcLo : kSrcHi;
   if (threadIdx.x < 32) reinterpret_cast<uint32_t*>(smem + kZeroOff)[threadIdx.x] = 0u;
@@ -347,7 +343,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   // barrier (round 101's warp sampling: ~1 % of 4096x4096's samples waited on it there).
   float mult = p.out_mult;
   if constexpr (kTl)
-    if (p.alpha != nullptr) mult *= __ldg(p.alpha);
+    if (p.alpha != nullptr) mult *= __ldcg(p.alpha);
   // Activation staging: chunks of 8 values, 4 per atom (lanes 4k .. 4k + 3 of a warp); token m's
   // piece p at piece array 2 m + p. Each pass's load is issued before the previous pass converts.
   const int64_t PS = piece_stride(atoms);
@@ -357,12 +353,16 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     const int chunks = atoms * 4;
     const auto xload = [&](int ct) {
       const int m = kM > 1 && ct >= chunks ? 1 : 0;
-      return ct < kM * chunks ? __ldg(reinterpret_cast<const uint4*>(
+      // ld.global.cg, not .nc: the activations may come from the PDL predecessor, and ptxas moved
+      // .nc loads above griddepcontrol.wait (session 27: IQ2_XS's kernels since session 25 read
+      // them before the wait).
+      return ct < kM * chunks ? __ldcg(reinterpret_cast<const uint4*>(
                                     static_cast<const uint16_t*>(p.x) + m * p.ldx +
                                     static_cast<int64_t>(ct - m * chunks) * 8))
                               : make_uint4(0u, 0u, 0u, 0u);
     };
     uint4 vn = xload(static_cast<int>(threadIdx.x));
+    if constexpr (kXf) tab_load();
     uint4* tv = reinterpret_cast<uint4*>(smem);
 #pragma unroll
     for (int it = 0; it < kTabPass; ++it) {
@@ -489,37 +489,33 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   if constexpr (!kTl)
     if (p.alpha != nullptr) mult *= *p.alpha;
 
-  float acc[kT][kM][2] = {};  // tile j, token m, rows g, g + 8 over the lane's atoms
-  int tile_b0 = b;            // the first batch of the current tile in the warp's range
+  float acc[kM][2] = {};  // token m, rows g, g + 8 over the lane's atoms
+  int tile_b0 = b;        // the first batch of the current tile in the warp's range
   const int first_tile = tile;
   // Batch b of the current tile (weights in cur) into acc. kInPlace: pf, the next batch's loads
   // from nc into cur, each part once its values are used (sub-scales after their shift, half h's
   // weights after its decode, d last): ~0.7-1 batch of latency cover instead of 1, no copies.
-  const auto compute = [&](Batch<F>* cur, int b, bool pf, const auto* nc) {
-    float bacc[kT][kM][2] = {};
+  const auto compute = [&](Batch<F>& cur, int b, bool pf, const auto& nc) {
+    float bacc[kM][2] = {};
     float2 ps2[kM];
 #pragma unroll
     for (int m = 0; m < kM; ++m)
       ps2[m] = *reinterpret_cast<const float2*>(pscale + m * atoms + 8 * b + ps_t);
     // kTile: the rows' sub-scale words shifted to the lane's atoms once per batch (IQ2_XXS: atom
     // t's nibble at bit 0, 4 + t's at 16; IQ2_XS: byte t of each half's word at bit 0).
-    uint32_t ssh[kT][2][2];
+    uint32_t ssh[2][2];
 #pragma unroll
-    for (int j = 0; j < kT; ++j) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        ssh[j][r][0] = cur[j].s[r].x >> ssh_t;
-        ssh[j][r][1] = kXs ? cur[j].s[r].y >> ssh_t : 0u;
-      }
-      if constexpr (kIp) {
-        if (pf) load_subs(nc[j], s8, cur[j]);
-      }
+    for (int r = 0; r < 2; ++r) {
+      ssh[r][0] = cur.s[r].x >> ssh_t;
+      ssh[r][1] = kXs ? cur.s[r].y >> ssh_t : 0u;
     }
+    if constexpr (kIp)
+      if (pf) load_subs(nc, s8, cur);
     // Half h (atoms 4h .. 4h + 3): its activation registers, its MMA chains (IQ2_XS: groups 0-1
     // (K 0-15) and 2-3 (16-31) of an atom carry their own sub-scales: two chains per piece set,
     // [1] groups 2-3).
     uint4 xv[2][kSets][2];
-    int cs[2][kT][kSets][kXs ? 2 : 1][4] = {};
+    int cs[2][kSets][kXs ? 2 : 1][4] = {};
     const auto act = [&](int h) {
       const uint32_t A0 = 8 * b + 4 * h;  // the half batch's first atom
 #pragma unroll
@@ -536,70 +532,62 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
         }
       }
     };
-    // Group q of half h: its entries decoded, one MMA per tile and piece set.
+    // Group q of half h: its entries decoded, one MMA per piece set.
     const auto group = [&](int h, int q) {
+      // Slot words: row g groups 0|1, 2|3, row g + 8 groups 0|1, 2|3.
+      const uint4 wv = cur.w[h];
+      const uint32_t wg = q < 2 ? wv.x : wv.y, w8 = q < 2 ? wv.z : wv.w;
+      uint32_t a[4];
+      if (q & 1) {
+        entry_s8<F, true>(wg, clsw, tab0, slo, shi, a[0], a[2]);
+        entry_s8<F, true>(w8, clsw, tab0, slo, shi, a[1], a[3]);
+      } else {
+        entry_s8<F, false>(wg, clsw, tab0, slo, shi, a[0], a[2]);
+        entry_s8<F, false>(w8, clsw, tab0, slo, shi, a[1], a[3]);
+      }
+      const int ch = kXs ? q >> 1 : 0;
 #pragma unroll
-      for (int j = 0; j < kT; ++j) {
-        // Slot words: row g groups 0|1, 2|3, row g + 8 groups 0|1, 2|3.
-        const uint4 wv = cur[j].w[h];
-        const uint32_t wg = q < 2 ? wv.x : wv.y, w8 = q < 2 ? wv.z : wv.w;
-        uint32_t a[4];
-        if (q & 1) {
-          entry_s8<F, true>(wg, clsw, tab0, slo, shi, a[0], a[2]);
-          entry_s8<F, true>(w8, clsw, tab0, slo, shi, a[1], a[3]);
-        } else {
-          entry_s8<F, false>(wg, clsw, tab0, slo, shi, a[0], a[2]);
-          entry_s8<F, false>(w8, clsw, tab0, slo, shi, a[1], a[3]);
-        }
-        const int ch = kXs ? q >> 1 : 0;
-#pragma unroll
-        for (int k = 0; k < kSets; ++k) {
-          const uint4 x = xv[h][k][q >> 1];
-          imma16832(cs[h][j][k][ch], a, (q & 1) ? x.z : x.x, (q & 1) ? x.w : x.y);
-        }
+      for (int k = 0; k < kSets; ++k) {
+        const uint4 x = xv[h][k][q >> 1];
+        imma16832(cs[h][k][ch], a, (q & 1) ? x.z : x.x, (q & 1) ? x.w : x.y);
       }
     };
-    // Half h's sums: lane (g, t) holds atom 4h + t's pieces a, b of token m (cs[h][j][m][.][0],
-    // [1]; row g + 8: [2], [3]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of the row's word;
-    // IQ2_XS: byte t of word h, low nibble K 0-15, high 16-31).
+    // Half h's sums: lane (g, t) holds atom 4h + t's pieces a, b of token m (cs[h][m][.][0], [1];
+    // row g + 8: [2], [3]); its sub-scale(s) (IQ2_XXS: nibble 4h + t of the row's word; IQ2_XS:
+    // byte t of word h, low nibble K 0-15, high 16-31).
     const auto half_end = [&](int h) {
-      if constexpr (kIp) {
-#pragma unroll
-        for (int j = 0; j < kT; ++j)
-          if (pf) cur[j].w[h] = ldg_na128(nc[j].w + 512 * h);
-      }
+      if constexpr (kIp)
+        if (pf) cur.w[h] = ldg_na128(nc.w + 512 * h);
       float ps[kM];
 #pragma unroll
       for (int m = 0; m < kM; ++m) ps[m] = h ? ps2[m].y : ps2[m].x;
 #pragma unroll
-      for (int j = 0; j < kT; ++j)
+      for (int r = 0; r < 2; ++r) {
+        // The sub-scales applied in int32 (|A 2^8 + B| (2s + 1) <= 2^29.5 over both IQ2_XS
+        // chains), one conversion per row and atom; d / 8 is in the atom's scale.
+        int Xs[kM] = {};
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          // The sub-scales applied in int32 (|A 2^8 + B| (2s + 1) <= 2^29.5 over both
-          // IQ2_XS chains), one conversion per row and atom; d / 8 is in the atom's scale.
-          int Xs[kM] = {};
-#pragma unroll
-          for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
-            int fi;
-            if constexpr (kTl) {
-              // 2s + 1 from the shifted word's nibble (IQ2_XXS: at bit 16 h; IQ2_XS: at bit 4 ch
-              // of half h's word): one shift, one LOP3.
-              const uint32_t v = ssh[j][r][kXs ? h : 0];
-              const uint32_t sv = kXs ? (ch ? v >> 3 : v << 1) : (h ? v >> 15 : v << 1);
-              fi = static_cast<int>(lop3<0xEA>(sv, 0x1Eu, 1u));
-            } else {
-              const uint32_t sw = kXs ? (h ? cur[j].s[r].y : cur[j].s[r].x) >> (8 * t + 4 * ch)
-                                      : cur[j].s[r].x >> (16 * h + 4 * t);
-              fi = static_cast<int>(((sw << 1) & 0x1Eu) | 1u);
-            }
-#pragma unroll
-            for (int m = 0; m < kM; ++m)
-              Xs[m] += (cs[h][j][m][ch][2 * r] * 256 + cs[h][j][m][ch][2 * r + 1]) * fi;
+        for (int ch = 0; ch < (kXs ? 2 : 1); ++ch) {
+          int fi;
+          if constexpr (kTl) {
+            // 2s + 1 from the shifted word's nibble (IQ2_XXS: at bit 16 h; IQ2_XS: at bit 4 ch of
+            // half h's word): one shift, one LOP3.
+            const uint32_t v = ssh[r][kXs ? h : 0];
+            const uint32_t sv = kXs ? (ch ? v >> 3 : v << 1) : (h ? v >> 15 : v << 1);
+            fi = static_cast<int>(lop3<0xEA>(sv, 0x1Eu, 1u));
+          } else {
+            const uint32_t sw = kXs ? (h ? cur.s[r].y : cur.s[r].x) >> (8 * t + 4 * ch)
+                                    : cur.s[r].x >> (16 * h + 4 * t);
+            fi = static_cast<int>(((sw << 1) & 0x1Eu) | 1u);
           }
 #pragma unroll
           for (int m = 0; m < kM; ++m)
-            bacc[j][m][r] = fmaf(static_cast<float>(Xs[m]), ps[m], bacc[j][m][r]);
+            Xs[m] += (cs[h][m][ch][2 * r] * 256 + cs[h][m][ch][2 * r + 1]) * fi;
         }
+#pragma unroll
+        for (int m = 0; m < kM; ++m)
+          bacc[m][r] = fmaf(static_cast<float>(Xs[m]), ps[m], bacc[m][r]);
+      }
     };
     if constexpr (kIv) {
       act(0);
@@ -621,55 +609,45 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       }
     }
 #pragma unroll
-    for (int j = 0; j < kT; ++j) {
+    for (int r = 0; r < 2; ++r) {
+      const float d = half_bits_f32(cur.d[r] & 0xFFFFu);
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float d = half_bits_f32(cur[j].d[r] & 0xFFFFu);
-#pragma unroll
-        for (int m = 0; m < kM; ++m) acc[j][m][r] = fmaf(bacc[j][m][r], d, acc[j][m][r]);
-      }
-      if constexpr (kIp) {
-        if (pf) load_d(nc[j], d8, cur[j]);
-      }
+      for (int m = 0; m < kM; ++m) acc[m][r] = fmaf(bacc[m][r], d, acc[m][r]);
     }
+    if constexpr (kIp)
+      if (pf) load_d(nc, d8, cur);
   };
   // The warp's part of tile tl ends (whole: all of its batches): the quad's atoms added (fixed
   // order), stored, or kept in part[] for the CTA's tail.
   const auto tile_end = [&](int tl, bool whole) {
-    float v[kT][kM][2];
+    float v[kM][2];
 #pragma unroll
-    for (int j = 0; j < kT; ++j)
+    for (int m = 0; m < kM; ++m)
 #pragma unroll
-      for (int m = 0; m < kM; ++m)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          v[j][m][r] = acc[j][m][r];
-          v[j][m][r] += __shfl_xor_sync(0xFFFFFFFFu, v[j][m][r], 1);
-          v[j][m][r] += __shfl_xor_sync(0xFFFFFFFFu, v[j][m][r], 2);
-          acc[j][m][r] = 0.f;
-        }
+      for (int r = 0; r < 2; ++r) {
+        v[m][r] = acc[m][r];
+        v[m][r] += __shfl_xor_sync(0xFFFFFFFFu, v[m][r], 1);
+        v[m][r] += __shfl_xor_sync(0xFFFFFFFFu, v[m][r], 2);
+        acc[m][r] = 0.f;
+      }
     if (whole) {
       if (t == 0) {
 #pragma unroll
-        for (int j = 0; j < kT; ++j)
+        for (int m = 0; m < kM; ++m)
 #pragma unroll
-          for (int m = 0; m < kM; ++m)
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-              const int64_t row = (static_cast<int64_t>(tl) * kT + j) * 16 + g + 8 * r;
-              if (row < p.N) store_out_elem(p, m, row, v[j][m][r], mult);
-            }
+          for (int r = 0; r < 2; ++r) {
+            const int64_t row = static_cast<int64_t>(tl) * 16 + g + 8 * r;
+            if (row < p.N) store_out_elem(p, m, row, v[m][r], mult);
+          }
       }
     } else {
       const int slot = tl == first_tile ? 0 : 1;
       if (t == 0) {
 #pragma unroll
-        for (int j = 0; j < kT; ++j)
-#pragma unroll
-          for (int m = 0; m < kM; ++m) {
-            part[warp][slot][m][16 * j + g] = v[j][m][0];
-            part[warp][slot][m][16 * j + g + 8] = v[j][m][1];
-          }
+        for (int m = 0; m < kM; ++m) {
+          part[warp][slot][m][g] = v[m][0];
+          part[warp][slot][m][g + 8] = v[m][1];
+        }
       }
       if (lane == 0) ptile[warp][slot] = tl;
     }
@@ -678,29 +656,20 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     // kPeel: per tile, the row bases of this tile and the next (64-bit products once per tile);
     // the batch loop's loads at base + index x stride, the tile's last batch (which loads the
     // next tile's first) peeled out of it.
-    const auto rows_at = [&](int tl, int j) {
-      const Cursor c = cursor_at<kSb>(p, tile_j(tl, j), 0, g, t);
+    const auto rows_at = [&](int tl) {
+      const Cursor c = cursor_at<kSb>(p, tl, 0, g, t);
       return Addr{c.w, c.d, c.d + d8, c.s, c.s + s8};
     };
-    Addr rb[kT];
-#pragma unroll
-    for (int j = 0; j < kT; ++j) rb[j] = rows_at(tile, j);
+    Addr rb = rows_at(tile);
     for (int u = ua; u < ue;) {
       const int b1 = min(batches, b + (ue - u));
       const bool more = u + (b1 - b) < ue;
       u += b1 - b;
-      Addr nb[kT], na[kT];
-#pragma unroll
-      for (int j = 0; j < kT; ++j) nb[j] = more ? rows_at(tile + 1, j) : rb[j];
-      for (; b + 1 < b1; ++b) {
-#pragma unroll
-        for (int j = 0; j < kT; ++j) na[j] = rb[j].template at<kSb>(b + 1);
-        compute(cur, b, true, na);
-      }
+      const Addr nb = more ? rows_at(tile + 1) : rb;
+      for (; b + 1 < b1; ++b) compute(cur, b, true, rb.template at<kSb>(b + 1));
       compute(cur, b, more, nb);
       tile_end(tile, tile_b0 == 0 && b1 == batches);
-#pragma unroll
-      for (int j = 0; j < kT; ++j) rb[j] = nb[j];
+      rb = nb;
       tile_b0 = 0;
       b = 0;
       ++tile;
@@ -714,30 +683,17 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       const bool more = u + (b1 - b) < ue;
       u += b1 - b;
       // The next tile's cursor, computed before the batch loop (no 64-bit products in it).
-      Cursor nx[kT];
-#pragma unroll
-      for (int j = 0; j < kT; ++j)
-        nx[j] = more ? cursor_at<kSb>(p, tile_j(tile + 1, j), 0, g, t) : ld[j];
+      const Cursor nx = more ? cursor_at<kSb>(p, tile + 1, 0, g, t) : ld;
       for (; b < b1; ++b) {
         const bool in = b + 1 < b1;
-#pragma unroll
-        for (int j = 0; j < kT; ++j) {
-          if (in) {
-            ld[j].w += 1024;
-            ld[j].d += 2;
-            ld[j].s += kSb;
-          } else {
-            ld[j] = nx[j];
-          }
-        }
-        if constexpr (kIp) {
-          compute(cur, b, in || more, ld);
+        if (in) {
+          ld.w += 1024;
+          ld.d += 2;
+          ld.s += kSb;
         } else {
-          Batch<F> nxt;
-          if (in || more) load_batch(ld[0], d8, s8, nxt);
-          compute(cur, b, false, ld);
-          cur[0] = nxt;
+          ld = nx;
         }
+        compute(cur, b, in || more, ld);
       }
       tile_end(tile, tile_b0 == 0 && b1 == batches);
       tile_b0 = 0;
@@ -754,7 +710,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       }
       if (u + 1 < ue) {
         step();
-        load_batch(ld[0], d8, s8, nxt);
+        load_batch(ld, d8, s8, nxt);
       }
       compute(cur, b, false, ld);
       if (nb == 0 || u + 1 == ue) {
@@ -763,16 +719,16 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       }
       tile = ntile;
       b = nb;
-      cur[0] = nxt;
+      cur = nxt;
     }
   }
   griddep_launch_dependents();
   __syncthreads();
   // Tiles covered in part by several warps: their partials in warp order (kTile: every warp's
   // slots read at once, one shared-memory round trip).
-  for (int i = static_cast<int>(threadIdx.x); i < kM * ntl * kR; i += kThr) {
-    const int m = kM > 1 ? i / (ntl * kR) : 0, it = i - m * ntl * kR;
-    const int tl = t0 + it / kR, row_u = it % kR;
+  for (int i = static_cast<int>(threadIdx.x); i < kM * ntl * 16; i += kThr) {
+    const int m = kM > 1 ? i / (ntl * 16) : 0, it = i - m * ntl * 16;
+    const int tl = t0 + (it >> 4), row16 = it & 15;
     float s = 0.f;
     bool any = false;
     if constexpr (kTl) {
@@ -784,7 +740,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
         pt[w][0] = q.x;
         pt[w][1] = q.y;
 #pragma unroll
-        for (int sl = 0; sl < 2; ++sl) pv[w][sl] = part[w][sl][m][row_u];
+        for (int sl = 0; sl < 2; ++sl) pv[w][sl] = part[w][sl][m][row16];
       }
 #pragma unroll
       for (int w = 0; w < kW; ++w)
@@ -799,11 +755,11 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
 #pragma unroll
         for (int sl = 0; sl < 2; ++sl)
           if (ptile[w][sl] == tl) {
-            s += part[w][sl][m][row_u];
+            s += part[w][sl][m][row16];
             any = true;
           }
     }
-    const int64_t row = static_cast<int64_t>(tl) * kR + row_u;
+    const int64_t row = static_cast<int64_t>(tl) * 16 + row16;
     if (any && row < p.N) store_out_elem(p, m, row, s, mult);
   }
 }
