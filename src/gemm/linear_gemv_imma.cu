@@ -84,7 +84,7 @@ bool ggml_imma_available(WFmt f, bool fp16, int64_t M, int64_t K, int warps, int
   // Every M up to the plan's (a run may bind fewer tokens).
   for (int64_t m = 1; m <= M; ++m)
     if (imma_kernel(f, fp16, warps, var, m) == nullptr) return false;
-  return K % 256 == 0 && imma_smem(f, K, M) + warps * (2 * 2 * 16 + 2) * 4 + 2048 <= smem_optin;
+  return K % 256 == 0 && imma_smem(f, K, M) + imma::static_smem_bytes(warps, M) <= smem_optin;
 }
 
 int prepare_ggml_imma(int device, WFmt f, bool fp16, int warps, int var, int64_t M, int64_t K) {

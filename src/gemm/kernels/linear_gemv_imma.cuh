@@ -77,6 +77,11 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 /// words loaded after the first activation load. Bit 16 was round 101's tile pairs (removed).
 inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8, kPeel = 32, kIlv = 64,
                      kXFirst = 128;
+/// Static shared memory of a kernel of kW warps and M tokens: the warps' partial tiles (two slots)
+/// and their tile ids, kTile's lane constants (ggml_imma_available adds it to the dynamic part).
+__host__ __device__ constexpr int static_smem_bytes(int warps, int M) {
+  return warps * (2 * M * 16 + 2) * 4 + (5 + 2 * M) * 32 * 4;
+}
 /// Dynamic shared memory at K for M tokens: the tables, two pieces and the per-atom scales per
 /// token.
 template <WFmt F>
@@ -449,6 +454,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   // kernel parameters inside the batch loop (session 27 SASS: ~20 instructions per batch); loaded
   // values it keeps in registers.
   __shared__ uint32_t lconst[5 + 2 * kM][32];
+  static_assert(sizeof(part) + sizeof(ptile) + sizeof(lconst) == static_smem_bytes(kW, kM));
   if constexpr (kTl) {
     if (warp == 0) {
       lconst[0][lane] = clsw;
