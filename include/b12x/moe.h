@@ -159,6 +159,7 @@ struct DecodeKnobs {
   int q_fast = 1;      ///< B12X_MOE_Q_FAST 0|1: [Q] with the 1 / a1gs table
   int q_early = 0;     ///< B12X_MOE_Q_EARLY 0|1|2: [Q]'s trigger (after / before its wait, none)
   int q_lean = 1;      ///< B12X_MOE_Q_LEAN 0|1: the lean NVFP4 [Q] (decode_q_lean) where it applies
+  int fc1_scal0 = 1;   ///< B12X_MOE_FC1_SCAL0 0|1: FC1's first-tile scalars loaded before its wait
   int fc1_groups = 0;  ///< B12X_MOE_FC1_GROUPS >= 1: FC1 tile groups (0: one wave)
   int fc1_kg = 0;      ///< B12X_MOE_FC1_KG 1|2: FC1 warp groups (0: rule)
   int fc1_fine = 1;    ///< B12X_MOE_FC1_FINE 0|1|2: last-warp FC1 long tiles, ~2 / 2.7 per CTA

@@ -611,6 +611,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.q_fast, "B12X_MOE_Q_FAST", {0, 1}, "0, 1", not_nvfp4);
   knob(k.q_early, "B12X_MOE_Q_EARLY", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.q_lean, "B12X_MOE_Q_LEAN", {0, 1}, "0, 1", not_nvfp4);
+  knob(k.fc1_scal0, "B12X_MOE_FC1_SCAL0", {0, 1}, "0, 1", not_stream);
   knob(k.fc1_groups, "B12X_MOE_FC1_GROUPS", {}, ">= 1", not_stream);
   knob(k.fc1_kg, "B12X_MOE_FC1_KG", {1, 2}, "1, 2", not_stream);
   knob(k.fc1_fine, "B12X_MOE_FC1_FINE", {0, 1, 2}, "0, 1, 2", not_stream);

@@ -481,6 +481,7 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
   a.q_early = kn.q_early == 1 || kn.q_early == 2 ? kn.q_early : 0;
   a.q_load = kn.q_load == 0 ? 0 : 1;  // [Q]'s load order
   a.q_fast = kn.q_fast != 0 ? 1 : 0;
+  a.fc1_scal0 = kn.fc1_scal0 != 0 ? 1 : 0;
   B12X_ASSERT(a.fc2_rows == 16 ||
                   (a.fc2_rows == 32 && !wide && a.num_tokens <= DecodeCfg::kFc2Rows32MaxTokens),
               "decode stream: fc2_rows=", a.fc2_rows, " with ", a.num_tokens, " tokens, ", a.routes,

@@ -211,6 +211,8 @@ struct DecodeArgs {
   // same bits) instead of fp32 partials in global memory, a fence, a counter and a reload. (Last:
   // it sits in the struct's tail padding, so no other parameter offset moves.)
   int fc2_cluster = 0;
+  // FC1 loads its first tile's alpha / a2gs before the PDL wait (DecodeKnobs::fc1_scal0).
+  int fc1_scal0 = 1;
 };
 /// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][route capacity], then
 /// fp32 partials [slots][head, tail][4 tokens x 32 rows] for slots = max(row blocks, 3 x 256)

@@ -688,11 +688,13 @@ TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
                         fp4_variant_case(a16, 16, 512, 256, 4, 8, 1),
                         fp4_variant_case(kNvfp4Silu, 1040, 256, 64, 8, 8, 1)};
   // Also [Q]'s generic instance where the lean one is the default (B12X_MOE_Q_LEAN=0; the lean
-  // [Q] runs only with order 1 and the table: decode_q_lean).
-  const char* knobs[4][2] = {{"B12X_MOE_Q_LOAD", "1"},
+  // [Q] runs only with order 1 and the table: decode_q_lean), and FC1 loading its first tile's
+  // scalars at the tile's start instead of before its wait (B12X_MOE_FC1_SCAL0=0).
+  const char* knobs[5][2] = {{"B12X_MOE_Q_LOAD", "1"},
                              {"B12X_MOE_Q_LOAD", "0"},
                              {"B12X_MOE_Q_FAST", "0"},
-                             {"B12X_MOE_Q_LEAN", "0"}};
+                             {"B12X_MOE_Q_LEAN", "0"},
+                             {"B12X_MOE_FC1_SCAL0", "0"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name());
     Problem P;
@@ -700,8 +702,8 @@ TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
     if (c.E > 1024)
       for (int32_t& id : P.ids)
         if (id >= 0 && id < c.E) id = static_cast<int32_t>(c.E) - 16 + id % 16;
-    std::vector<uint16_t> got[4];
-    for (int q = 0; q < 4; ++q) {
+    std::vector<uint16_t> got[5];
+    for (int q = 0; q < 5; ++q) {
       const auto out = eager_with_knobs(P, {{knobs[q][0], knobs[q][1]}});
       ASSERT_EQ(out.size(), 1u);
       got[q] = out[0];

@@ -892,6 +892,17 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       advance(wc);
     });
   }
+  // fc1_scal0: the first tile's per-expert scalars (weights-side, like the weights) are loaded
+  // before the wait. Loaded at the tile's start, ptxas consumed alpha (x kAccScale) right after
+  // its load, so every warp's first K step waited for a round trip queued behind the primes
+  // (ncu, H200 round 102, DeepSeek-TP4 nvfp4 M = 8: that FMUL 4.2 % of FC1's stall samples).
+  const bool scal0 = a.fc1_scal0 != 0 && n_tg > 0;  // (a group without tiles reads none)
+  float alpha0 = 0.f, gs20 = 1.f;
+  if (scal0) {
+    const int e0 = tile_of(0).x;
+    alpha0 = a.alpha1[e0];
+    if (a.aquant == num::kANvfp4) gs20 = a.a2gs[e0];
+  }
   if (!wait_first) pdl_wait();  // xq is written by [Q]
   prime_ring<kS>(n_my, [&](int s) {
     issue(s, src_of(ni.t), ni, false, true);
@@ -910,9 +921,11 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
   for (int it = 0; it < n_tg; ++it) {
     const int4 tile = tile_of(it);
     const int e = tile.x, slot0 = tile.y, cnt = tile.z;
-    // Per-expert scalars, loaded now and used in the epilogue (latency off the critical path).
-    const float alpha = a.alpha1[e] * kAccScale<OpT, kFold, kSK>;
-    const float gs2 = a.aquant == num::kANvfp4 ? a.a2gs[e] : 1.f;
+    // Per-expert scalars, loaded now (the first tile's before the wait: fc1_scal0) and used in
+    // the epilogue.
+    const bool pre = scal0 && it == 0;
+    const float alpha = (pre ? alpha0 : a.alpha1[e]) * kAccScale<OpT, kFold, kSK>;
+    const float gs2 = pre ? gs20 : a.aquant == num::kANvfp4 ? a.a2gs[e] : 1.f;
     const int n_kc = piece_nk(it);
     for (int kc = 0; kc < n_kc; ++kc, ++c) {
       cp_async_wait<kS - 1>();
