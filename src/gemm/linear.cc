@@ -2290,7 +2290,7 @@ Plan plan(const Caps& caps) {
     // / 24.18 / 14.19 / 10.48 (46's instances removed). With chunk 1's splats before the wait too
     // (kF8VarEarly2, 110 -> 238; round 102): M = 1 8.98 / 18.73 / 20.48 / 11.61 / 9.00, M = 4 9.25
     // / 19.16 / 20.98 / 11.89 / 9.23, M = 16 10.67 / 21.43 / 23.95 / 13.76 / 10.25.
-    // B12X_GEMM_STREAM16_F8_EARLY=1 (probe) keeps 110.
+    // B12X_GEMM_STREAM16_F8_EARLY=1 (probe, round 103) keeps 110; other values: the default.
     const char* evar = std::getenv("B12X_GEMM_STREAM16_F8_VAR");
     const char* eearly = std::getenv("B12X_GEMM_STREAM16_F8_EARLY");
     const int early = !q8 ? 0

@@ -1029,6 +1029,21 @@ TEST(GemmGpu, DecodeFp8Xshare) {
     const gemm::Plan p1 =
         linear_plan(LinearFormat::kFp8Tensor, 1, 16 * (sms - 4), 7168, DType::kFP8E4M3);
     EXPECT_TRUE(p1.decode_xshare == 2 && p1.decode_xshare_min_m == 1) << p1.decode_xshare;
+    // Session 27: two token tiles on the 2-slice ring (deep -1) where the default ring leaves one
+    // CTA per SM (16 rows of K = 4096 over 2 x SMs - 8 tiles: 4096x4096 on the H200), the default
+    // ring at M = 13 (it fits 2 per SM); none at M = 16 with B12X_GEMM_DECODE_XSHARE_SHALLOW=0.
+    {
+      const int64_t n2 = 16 * (2 * sms - 8);
+      const gemm::Plan p16 = linear_plan(LinearFormat::kFp8Tensor, 16, n2, 4096, DType::kFP8E4M3);
+      EXPECT_TRUE(p16.decode_xshare == 2 && p16.decode_deep == -1)
+          << "xshare " << p16.decode_xshare << " deep " << p16.decode_deep;
+      const gemm::Plan p13 = linear_plan(LinearFormat::kFp8Tensor, 13, n2, 4096, DType::kFP8E4M3);
+      EXPECT_TRUE(p13.decode_xshare == 2 && p13.decode_deep == 0)
+          << "xshare " << p13.decode_xshare << " deep " << p13.decode_deep;
+      ScopedEnv esh("B12X_GEMM_DECODE_XSHARE_SHALLOW", "0");
+      EXPECT_EQ(linear_plan(LinearFormat::kFp8Tensor, 16, n2, 4096, DType::kFP8E4M3).decode_xshare,
+                0);
+    }
     for (int64_t M : {2, 3, 4}) {
       Case c{LinearFormat::kFp8Tensor, M, n, 4096, DType::kFP8E4M3, DType::kBF16, M == 3};
       c.max_tokens = 4;
