@@ -56,6 +56,8 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
 
 // The FC2 cluster size of the last launch (1: none); tests read it (decode_last_fc2_cluster).
 std::atomic<int> g_last_fc2_cluster{1};
+// Whether the last [Q] launch ran the lean NVFP4 instance (decode_last_q_lean, tests).
+std::atomic<int> g_last_q_lean{0};
 // The prepared layout WarpStage::issue<true> assumes: codes and UE4M3 scales in 32-row chunk
 // tiles (always for FP4 weights: make_view in moe.cc).
 bool refill_tiled(const WeightView& w) {
@@ -237,6 +239,9 @@ int decode_fc2_cluster_fit(int device, int scale_kind, int max_split) {
 
 int decode_last_fc2_cluster() {
   return g_last_fc2_cluster.load(std::memory_order_relaxed);
+}
+int decode_last_q_lean() {
+  return g_last_q_lean.load(std::memory_order_relaxed);
 }
 int decode_fc1_smem_bytes() {
   return DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps);  // the larger of the two variants
@@ -532,6 +537,7 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
             ? dim3(8)  // the gate: zeroing only
             : dim3(static_cast<unsigned>(a.routes), static_cast<unsigned>((a.w1.K + qk - 1) / qk));
     auto* qkern = lean ? dev::moe_decode_quant_kernel<true> : dev::moe_decode_quant_kernel<false>;
+    g_last_q_lean.store(lean ? 1 : 0, std::memory_order_relaxed);
     launch_k(qkern, gq, dim3(DecodeCfg::kQuantThreads), 0, stream, pdl, a);
     B12X_CUDA_CHECK_LAUNCH();
   }

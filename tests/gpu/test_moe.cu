@@ -672,6 +672,12 @@ TEST(MoeGpu, DecodeStreamWideRouting) {
              fp4_variant_case(nv, 256, 256, 128, 128, 8, 1)});
 }
 
+}  // namespace
+namespace b12x::moe::detail {
+int decode_last_q_lean();  // moe_decode.cu: whether the last [Q] launch ran the lean instance
+}  // namespace b12x::moe::detail
+namespace {
+
 TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
   B12X_REQUIRE_GPU();
   // [Q]'s load order (DecodeKnobs::q_load, B12X_MOE_Q_LOAD read by plan): 1 (default) loads the ids
@@ -706,6 +712,11 @@ TEST(MoeGpu, DecodeStreamQLoadOrdersAreBitEqual) {
     for (int q = 0; q < 5; ++q) {
       const auto out = eager_with_knobs(P, {{knobs[q][0], knobs[q][1]}});
       ASSERT_EQ(out.size(), 1u);
+      // The lean [Q] ran exactly where decode_q_lean takes it: the NVFP4 case with 16 experts,
+      // unless the load order, the table or the knob turned it off.
+      const bool lean = c.mode == QuantMode::kNvfp4 && c.E <= 512 && q != 1 && q != 2 && q != 3;
+      EXPECT_EQ(moe::detail::decode_last_q_lean(), lean ? 1 : 0)
+          << knobs[q][0] << "=" << knobs[q][1];
       got[q] = out[0];
       ASSERT_EQ(got[q].size(), got[0].size());
       EXPECT_EQ(std::memcmp(got[q].data(), got[0].data(), 2 * got[0].size()), 0)
