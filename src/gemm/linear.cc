@@ -1807,16 +1807,21 @@ Plan plan(const Caps& caps) {
         // Session 27 (kStreamHalfRule, SM90; lin::kStreamVarHalf): on the 8-part 2-CTA blocks
         // (W4A16 128 / W4A4 168, not late) K parts of ceil(kvec / 8) rounded to 2 vectors instead
         // of 4, where that is fewer (ceil(kvec / 8) = 1 or 2 mod 4), by default where the grid has
-        // more CTAs than SMs, one group each. Rounds 101 / 102 (H200, M = 1, us, two interleaved
-        // samples, default -> HALF): 4096x3072 (256 CTAs, vp 8 -> 6) NVFP4 W4A16 4.10 / 4.10 ->
-        // 3.93 / 3.94, MXFP4 W4A4 4.30 / 4.29 -> 4.21 / 4.18; 2560x5120 (160 CTAs, 12 -> 10) MXFP4
-        // W4A4 5.88 / 5.84 -> 5.81 / 5.80. One CTA per SM lost (2048x7168, 128 CTAs, 7 parts of 16
-        // vectors and an empty 8th -> 8 of 14: +1.5-5.5 % for all four formats; Nsight Compute SM
-        // active cycles 7580 -> 8766 at 5 % fewer instructions). B12X_GEMM_STREAM_HALF=0|1
-        // overrides (=1: wherever an instance exists).
+        // more CTAs than SMs, one group each, and parts of at most 12 vectors. Rounds 101 / 102
+        // (H200, M = 1, us, two interleaved samples, default -> HALF): 4096x3072 (256 CTAs, vp 8 ->
+        // 6) NVFP4 W4A16 4.10 / 4.10 -> 3.93 / 3.94, MXFP4 W4A4 4.30 / 4.29 -> 4.21 / 4.18;
+        // 2560x5120 (160 CTAs, 12 -> 10) MXFP4 W4A4 5.88 / 5.84 -> 5.81 / 5.80. Round 103 (the
+        // rule -> HALF=0): 4096x3072 3.92 / 3.91 -> 4.09 / 4.08, 4.22 / 4.22 -> 4.31 / 4.30;
+        // 4096x5120 (12 -> 10) NVFP4 W4A16 5.16 / 5.17 -> 5.31 / 5.29, MXFP4 W4A4 5.44 / 5.45 ->
+        // 5.49 / 5.49; 2560x5120 5.79 / 5.78 -> 5.86 / 5.84; but 4096x7168 (16 -> 14) MXFP4 W4A4
+        // 6.76 / 6.76 -> 6.72 / 6.69 (hence vp <= 12). One CTA per SM lost (2048x7168, 128 CTAs,
+        // 7 parts of 16 vectors and an empty 8th -> 8 of 14: +1.5-5.5 % for all four formats;
+        // Nsight Compute SM active cycles 7580 -> 8766 at 5 % fewer instructions).
+        // B12X_GEMM_STREAM_HALF=0|1 overrides (=1: wherever an instance exists).
         if (const char* e = std::getenv("B12X_GEMM_STREAM_HALF");
             (e != nullptr ? e[0] == '1'
-                          : kStreamHalfRule && sm90 && c.ctas > sms && c.groups <= c.ctas) &&
+                          : kStreamHalfRule && sm90 && c.ctas > sms && c.groups <= c.ctas &&
+                                p.decode_stream_vp <= 12) &&
             occ == 2 && c.parts == 8) {
           const int64_t per = (geo.kvec + 7) / 8;
           const int vp2 = static_cast<int>((per + 1) / 2 * 2);

@@ -1788,7 +1788,8 @@ TEST(GemmGpu, DecodeStreamHalf) {
   // the last vector past K), 1024 (vp 2: every block a half one), N = 72 / 200, bias, an FP16
   // output, graphs, and a persistent grid of two groups per CTA (the half block's requests run
   // on into the next group). The SM90 default (kStreamHalfRule) where the grid has more CTAs than
-  // SMs, one group each (4096x3072), not on one CTA per SM (2048x7168).
+  // SMs, one group each, parts of at most 12 vectors (4096x3072), not on one CTA per SM
+  // (2048x7168) nor at 16 vectors (4096x7168).
   B12X_REQUIRE_GPU();
   if (device_info(0).sm_count == 132 && device_info(0).family == ArchFamily::kSm90) {
     const gemm::Plan a = plan_m1(LinearFormat::kNvfp4W4A16, 4096, 3072);
@@ -1797,6 +1798,7 @@ TEST(GemmGpu, DecodeStreamHalf) {
     EXPECT_EQ(plan_m1(LinearFormat::kMxfp4, 4096, 3072).decode_stream_var,
               168 | gemm::lin::kStreamVarHalf);
     EXPECT_EQ(plan_m1(LinearFormat::kNvfp4W4A16, 2048, 7168).decode_stream_var, 128);
+    EXPECT_EQ(plan_m1(LinearFormat::kMxfp4, 4096, 7168).decode_stream_var, 168);  // vp 16
     MxCodeTweak tw(0);
     expect_stream_launch({LinearFormat::kMxfp4, 1, 4096, 3072, DType::kBF16, DType::kBF16, true},
                          false, true);
