@@ -2295,13 +2295,12 @@ Plan plan(const Caps& caps) {
     // / 24.18 / 14.19 / 10.48 (46's instances removed). With chunk 1's splats before the wait too
     // (kF8VarEarly2, 110 -> 238; round 102): M = 1 8.98 / 18.73 / 20.48 / 11.61 / 9.00, M = 4 9.25
     // / 19.16 / 20.98 / 11.89 / 9.23, M = 16 10.67 / 21.43 / 23.95 / 13.76 / 10.25.
-    // B12X_GEMM_STREAM16_F8_EARLY=1 (probe, round 103) keeps 110; other values: the default.
+    // Round 103 (238 against 110): M = 1 8.93 / 18.74 / 20.60 / 11.59 / 9.06 vs 8.94 / 18.95 /
+    // 20.78 / 11.73 / 8.99, M = 4 9.18 / 19.23 / 21.08 / 11.87 / 9.19 vs 9.18 / 19.51 / 21.29 /
+    // 12.04 / 9.19, M = 16 10.68 / 21.51 / 24.20 / 13.75 / 10.31 vs 10.68 / 21.73 / 24.25 / 13.88 /
+    // 10.37 (110's instances removed with its knob).
     const char* evar = std::getenv("B12X_GEMM_STREAM16_F8_VAR");
-    const char* eearly = std::getenv("B12X_GEMM_STREAM16_F8_EARLY");
-    const int early = !q8 ? 0
-                      : eearly != nullptr && eearly[0] == '1'
-                          ? lin::kF8VarEarly
-                          : lin::kF8VarEarly | lin::kF8VarEarly2;
+    const int early = q8 ? lin::kF8VarEarly | lin::kF8VarEarly2 : 0;
     auto var_for = [&](int tw8, int depth) {
       const int v = evar != nullptr ? std::atoi(evar)
                     : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4

@@ -57,11 +57,8 @@ F8Fn pick(WFmt f, int tw, int nt, int mma, int depth, bool q, int occ = 2, int v
     case WFmt::kFp8Mx:
       if (depth != 4) return nullptr;
       if (q)
-        return var == (kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap | kF8VarEarly)
-                   ? pick_stream16_f8_mx_q32_early(tw, nt)
-               : var == (kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap | kF8VarEarly |
-                         kF8VarEarly2)
-                   ? pick_stream16_f8_mx_q32_early(tw, nt, true)
+        return var == (kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap | kF8VarEarly | kF8VarEarly2)
+                   ? pick_stream16_f8_mx_q32(tw, nt)
                    : nullptr;
       return var == kF8VarFold ? pick_s16f8_tw_nt<32, 4, false, kF8VarFold>(tw, nt) : nullptr;
     default:

@@ -30,7 +30,7 @@ inline constexpr int kF8VarCheap = 32;
 /// weight E8M0 bytes of the first two chunks staged and chunk 0's splats built before
 /// griddepcontrol.wait (block FP8's weight scales so, var 80, measured level or slower: removed).
 inline constexpr int kF8VarEarly = 64;
-/// With kF8VarEarly (MXFP8's default since round 102): chunk 1's splats built before
+/// With kF8VarEarly (MXFP8's default since session 27, round 102): chunk 1's splats built before
 /// griddepcontrol.wait too.
 inline constexpr int kF8VarEarly2 = 128;
 

@@ -7,10 +7,10 @@
 
 namespace b12x::gemm::lin {
 
-F8Fn pick_stream16_f8_mx_q32_early(int tw, int nt, bool early2) {
-  constexpr int kV = kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap | kF8VarEarly;
-  return early2 ? pick_s16f8_tw_nt<32, 4, true, kV | kF8VarEarly2>(tw, nt)
-                : pick_s16f8_tw_nt<32, 4, true, kV>(tw, nt);
+F8Fn pick_stream16_f8_mx_q32(int tw, int nt) {
+  return pick_s16f8_tw_nt<
+      32, 4, true, kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap | kF8VarEarly | kF8VarEarly2>(
+      tw, nt);
 }
 
 }  // namespace b12x::gemm::lin

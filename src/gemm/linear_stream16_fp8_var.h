@@ -25,10 +25,10 @@ F8Fn pick_s16f8_tw_nt(int tw, int nt) {
   }
 }
 
-/// MXFP8's quantizing instances: kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap | kF8VarEarly
-/// (110), early2: | kF8VarEarly2 (238, the default since round 102). Session 25 removed the ones
-/// without kF8VarCheap, session 27 those without kF8VarEarly.
-F8Fn pick_stream16_f8_mx_q32_early(int tw, int nt, bool early2 = false);
+/// MXFP8's quantizing instances: kF8VarFold | kF8VarQ8 | kF8VarQ32 | kF8VarCheap | kF8VarEarly |
+/// kF8VarEarly2 (238; session 25 removed the ones without kF8VarCheap, session 27 those without
+/// kF8VarEarly / kF8VarEarly2).
+F8Fn pick_stream16_f8_mx_q32(int tw, int nt);
 /// Block FP8 (in-kernel quantization, depth 4) with kF8VarLate; nullptr otherwise.
 F8Fn pick_stream16_f8_late(WFmt f, int tw, int nt, int depth, bool q);
 

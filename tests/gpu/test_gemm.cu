@@ -2770,11 +2770,10 @@ TEST(GemmGpu, DecodeStream16Fp8) {
   // <= 8 (VAR=14, the default on SM90; 6 without the warp per token was removed in session 21;
   // at M = 1 / 3 / 16): tw 1 / 2, splits 1 / 3, K tails (half chunks, 4864), partial CTAs, FP16
   // outputs, a graph; with kF8VarCheap (session 25: splats by one conversion, masked E8M0 bytes)
-  // and kF8VarEarly (session 27: 110, the weight E8M0 bytes of chunks 0 / 1 staged and chunk 0's
-  // splats built before griddepcontrol.wait; 238, the default since round 102, chunk 1's splats
-  // there too; 46 without it was removed), weight scales over 80..150 in one case (splats below
-  // 2^-24 flush to 0).
-  for (const int var : {110, 238}) {
+  // and kF8VarEarly | kF8VarEarly2 (238, session 27: the weight E8M0 bytes of chunks 0 / 1 staged
+  // and their splats built before griddepcontrol.wait; 46 without them and 110 without the second
+  // were removed), weight scales over 80..150 in one case (splats below 2^-24 flush to 0).
+  for (const int var : {238}) {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
         ev("B12X_GEMM_STREAM16_F8_VAR", std::to_string(var).c_str());
     int k = 0;
@@ -2831,17 +2830,11 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       }
   }
   // MXFP8's default plan variant (238, session 27) at one chunk per CTA (K = 2048, split 8: chunk
-  // 1 lies past every CTA's range), M = 1 / 12, bias, FP16 out, a graph; 110 with the probe knob
-  // B12X_GEMM_STREAM16_F8_EARLY=1.
+  // 1 lies past every CTA's range), M = 1 / 12, bias, FP16 out, a graph.
   {
     ScopedEnv em("B12X_GEMM_DECODE_F8MMA", "1"), eq("B12X_GEMM_STREAM16_QX", "1"),
         es("B12X_GEMM_STREAM16_SPLIT", "8"), et("B12X_GEMM_STREAM16_TW", "2"),
         e1("B12X_GEMM_STREAM16_F8_MINM", "1");
-    {
-      ScopedEnv ee("B12X_GEMM_STREAM16_F8_EARLY", "1");
-      run_case({LinearFormat::kMxfp8, 3, 200, 2048, DType::kBF16, DType::kBF16, true});
-      EXPECT_EQ(gemm::lin::last_stream16_f8_launch().var, 110);
-    }
     int k = 0;
     for (LinearFormat f : {LinearFormat::kMxfp8})
       for (int64_t M : {1, 12}) {
