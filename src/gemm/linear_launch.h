@@ -70,7 +70,7 @@ bool stream_qs_available(int parts, int occ);
 /// Session 26 (SM90 default by the plan's kStreamLateRule): the M = 1 stream kernel's late ring
 /// requests (kStreamVarLate) exist for this format, grid and variant.
 bool stream_late_available(WFmt f, int parts, int occ, int var);
-/// Session 27 probe (B12X_GEMM_STREAM_HALF=1): K parts of an even number of vectors
+/// Session 27 (SM90 default by the plan's kStreamHalfRule): K parts of an even number of vectors
 /// (kStreamVarHalf) exist for this format, grid and variant (MXFP4: mx_free's instance).
 bool stream_half_available(WFmt f, int parts, int occ, int var, bool mx_free);
 /// Staging budget at M = 1: what SM12x's 99 KB per block leave beside the static shared memory

@@ -77,8 +77,9 @@ struct LinearParams {
 /// default by kStreamLateRule, B12X_GEMM_STREAM_LATE=0|1; linear_stream_kernel's kLate).
 inline constexpr int kStreamVarLate = 4096;
 /// LinearParams::stream_var bit of the M = 1 stream kernel's K parts of an even number of vectors
-/// (session 27 probe, B12X_GEMM_STREAM_HALF=1; linear_stream_kernel's kHalf): a part's last block
-/// may hold 2 of the ring's 4 vectors, so that vp = ceil(kvec / parts) rounded to 2, not 4.
+/// (session 27; SM90 default by kStreamHalfRule, B12X_GEMM_STREAM_HALF=0|1; linear_stream_kernel's
+/// kHalf): a part's last block may hold 2 of the ring's 4 vectors, so that vp = ceil(kvec / parts)
+/// rounded to 2, not 4.
 inline constexpr int kStreamVarHalf = 8192;
 
 /// Activation source kinds of the weight-streaming kernel.

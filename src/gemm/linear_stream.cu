@@ -88,20 +88,17 @@ StreamFn stream_late_fn(bool mx, int parts, int occ, int base) {
                                     : nullptr;
 }
 
-/// Session 27 probe (kHalf, B12X_GEMM_STREAM_HALF=1): K parts of an even number of vectors on the
-/// 8-part 2-CTA blocks, NVFP4 and MXFP4 (W4A16 128: fold-free weights only, as its plans; W4A4
-/// 168: both splats).
+/// Session 27 (kHalf; linear.cc's kStreamHalfRule, SM90): K parts of an even number of vectors on
+/// the 8-part 2-CTA blocks, the instances its rule reaches: NVFP4 W4A16 (128) and MXFP4 W4A4 (168,
+/// both splats). (NVFP4 W4A4's and MXFP4 W4A16's grids there take the late requests; their HALF
+/// instances, knob-only, were removed.)
 StreamFn stream_half_fn(bool mx, bool mx_free, int parts, int occ, int base) {
   constexpr int H = kStreamVarHalf;
   if (parts != 8 || occ != 2) return nullptr;
-  if (base == 128)
-    return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, H | 128>
-           : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, H | 128>
-                     : nullptr;
-  if (base == 168)
-    return !mx       ? &linear_stream_kernel<8, 2, 1, false, false, H | 168>
-           : mx_free ? &linear_stream_kernel<8, 2, 1, true, true, H | 168>
-                     : &linear_stream_kernel<8, 2, 1, true, false, H | 168>;
+  if (base == 128 && !mx) return &linear_stream_kernel<8, 2, 1, false, false, H | 128>;
+  if (base == 168 && mx)
+    return mx_free ? &linear_stream_kernel<8, 2, 1, true, true, H | 168>
+                   : &linear_stream_kernel<8, 2, 1, true, false, H | 168>;
   return nullptr;
 }
 

@@ -1782,9 +1782,9 @@ TEST(GemmGpu, DecodeStreamLate) {
 }
 
 TEST(GemmGpu, DecodeStreamHalf) {
-  // Session 27 probe (B12X_GEMM_STREAM_HALF=1, var bit 8192): the 8-part 2-CTA blocks with K parts
-  // of ceil(kvec / 8) rounded to 2 vectors (a part's last block of 2), NVFP4 / MXFP4 W4A16 (128)
-  // and W4A4 (168, MXFP4 fold-free and with a code 136 the fold): K = 7168 (vp 14), 3040 (vp 6,
+  // Session 27 (B12X_GEMM_STREAM_HALF=1, var bit 8192): the 8-part 2-CTA blocks with K parts of
+  // ceil(kvec / 8) rounded to 2 vectors (a part's last block of 2), NVFP4 W4A16 (128) and MXFP4
+  // W4A4 (168, fold-free and with a code 136 the fold): K = 7168 (vp 14), 3040 (vp 6,
   // the last vector past K), 1024 (vp 2: every block a half one), N = 72 / 200, bias, an FP16
   // output, graphs, and a persistent grid of two groups per CTA (the half block's requests run
   // on into the next group). The SM90 default (kStreamHalfRule) where the grid has more CTAs than
@@ -1806,8 +1806,10 @@ TEST(GemmGpu, DecodeStreamHalf) {
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
       el("B12X_GEMM_STREAM_LATE", "0"), eh("B12X_GEMM_STREAM_HALF", "1"),
       ep("B12X_GEMM_STREAM_PARTS", "8"), eo("B12X_GEMM_STREAM_OCC", "2");
-  const LinearFormat fmts[] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4};
+  // (NVFP4 W4A4 / MXFP4 W4A16 have no HALF instance: the knob keeps their plan.)
+  EXPECT_EQ(plan_m1(LinearFormat::kNvfp4, 200, 7168).decode_stream_var, 168);
+  EXPECT_EQ(plan_m1(LinearFormat::kMxfp4W4A16, 200, 7168).decode_stream_var, 128);
+  const LinearFormat fmts[] = {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4};
   int k = 0;
   for (const LinearFormat f : fmts) {
     const bool mx = f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4;

@@ -188,12 +188,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // copy (sm_90a: 16 of the block's 32 IMAD.MOV were the ring's copies), at the cost of issuing
   // each load one decode later.
   constexpr bool kLate = (kVar & kStreamVarLate) != 0;
-  // kHalf (bit 8192, session 27 probe): vp a multiple of 2 (the plan's ceil(kvec / parts) rounded
-  // to 2, not to the ring's 4), so that no warp of a tile idles where kvec / 8 is 2 mod 4
-  // (2048x7168: 7 of 8 parts of 16 vectors, the 8th empty, against 8 of 14). A part's last block
-  // then holds 2 vectors: the vectors of its ring slots 2 / 3 are neither requested (nvalid, lim
-  // capped at vp) nor computed (the next block's requests still go out). The block's scale words
-  // are 8-byte aligned only (vbase x 4 bytes, MXFP4 4-byte: vbase x 2), so they load in halves.
+  // kHalf (bit 8192, session 27; SM90 default by kStreamHalfRule): vp a multiple of 2 (the plan's
+  // ceil(kvec / parts) rounded to 2, not to the ring's 4), so that no warp of a tile idles where
+  // kvec / 8 is 2 mod 4 (2048x7168: 7 of 8 parts of 16 vectors, the 8th empty, against 8 of 14). A
+  // part's last block then holds 2 vectors: the vectors of its ring slots 2 / 3 are neither
+  // requested (nvalid, lim capped at vp) nor computed (the next block's requests still go out). The
+  // block's scale words are 8-byte aligned only (vbase x 4 bytes, MXFP4 4-byte: vbase x 2), so they
+  // load in halves.
   constexpr bool kHalf = (kVar & kStreamVarHalf) != 0;
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
