@@ -677,7 +677,10 @@ GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int
 /// (IQ2_XXS mixed: 5.07 / 9.27 / 10.09 / 6.04 / 4.96 -> 5.25 / 9.25 / 9.88 / 6.12 / 4.94, kept);
 /// M = 2 on 8207 also where the tiles are at most the SMs and the SMs get >= 24 units (2048x7168,
 /// 27 per SM: rounds 101 / 102 IQ2_XXS 6.60 / 6.56 -> 6.14 / 6.08, IQ2_XS 7.09 / 7.03 -> 6.40 /
-/// 6.30; 4096x4096's 256 tiles keep the BF16 GEMV: 5.70 / 5.68 against 5.97 / 5.74).
+/// 6.30; 4096x4096's 256 tiles keep the BF16 GEMV: 5.70 / 5.68 against 5.97 / 5.74). Round 103:
+/// IQ2_XS M = 1 8303 -> 8431 (+ the table words loaded after the first activation load: the two
+/// round trips no longer in series) 5.45 / 9.91 / 10.50 / 6.36 / 5.12 -> 5.39 / 9.93 / 10.46 /
+/// 6.33 / 5.13 (the default's own rows 5.45 / 9.95 / 10.48 / 6.36 / 5.13).
 int ggml_imma_default(lin::WFmt wf, bool fp16, int64_t M, int64_t n16, int64_t K, int64_t sms,
                       int* warps) {
   const bool xs = wf == lin::WFmt::kIq2Xs;
@@ -690,7 +693,7 @@ int ggml_imma_default(lin::WFmt wf, bool fp16, int64_t M, int64_t n16, int64_t K
   if (M != 1 && !m2) return 0;
   *warps = 16;
   if (m2) return kInPlace;
-  return xs ? kInPlace | lin::kGgmlImmaPeel | lin::kGgmlImmaIlv : kPieces;
+  return xs ? kInPlace | lin::kGgmlImmaPeel | lin::kGgmlImmaIlv | lin::kGgmlImmaXFirst : kPieces;
 }
 
 bool ggml_gemv_bal_default(const GgmlGemvGrid& gg, int warps, int64_t n16, int64_t sms) {

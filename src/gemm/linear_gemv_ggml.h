@@ -42,17 +42,17 @@ GgmlGemvLaunch last_ggml_gemv_launch();
 void note_ggml_gemv_launch(const GgmlGemvLaunch& l);
 
 /// Sessions 25-27: the IQ2 GEMV on integer MMA at M <= 2 (kernels/linear_gemv_imma.cuh; plan:
-/// Plan::ggml_gemv_var = kGgmlImmaVar | bits, B12X_GGML_GEMV_VAR=8195 / 8207 / 8303, by default
-/// where ggml_imma_default says so). BF16 activations, 16 warps; 8195 IQ2_XXS M = 1, 8207 and 8303
-/// both formats at M = 1, 2; K % 256 == 0, where its shared memory (64 / 80 KB of tables and ~70
-/// bytes per 32 K and token of staged activations) fits smem_optin.
+/// Plan::ggml_gemv_var = kGgmlImmaVar | bits, B12X_GGML_GEMV_VAR=8195 / 8207 / 8431, by default
+/// where ggml_imma_default says so). BF16 activations, 16 warps; 8195 IQ2_XXS M = 1, 8207 both
+/// formats at M = 1, 2, 8431 IQ2_XS M = 1; K % 256 == 0, where its shared memory (64 / 80 KB of
+/// tables and ~70 bytes per 32 K and token of staged activations) fits smem_optin.
 inline constexpr int kGgmlImmaVar = 8192;
 /// Variant bits of the integer-MMA GEMV (var = kGgmlImmaVar | bits; the kernel's imma::kP2 ..):
 /// two activation pieces (every kernel), activation loads by the supplying lanes only (session
 /// 26), the loop per tile with the next batch's loads in place, the peeled loop, the interleaved
-/// halves (session 27).
+/// halves, the table words loaded after the first activation load (session 27).
 inline constexpr int kGgmlImmaP2 = 1, kGgmlImmaPred = 2, kGgmlImmaTile = 4, kGgmlImmaInPlace = 8,
-                     kGgmlImmaPeel = 32, kGgmlImmaIlv = 64;
+                     kGgmlImmaPeel = 32, kGgmlImmaIlv = 64, kGgmlImmaXFirst = 128;
 bool ggml_imma_available(WFmt f, bool fp16, int64_t M, int64_t K, int warps, int var,
                          int64_t smem_optin);
 /// Host-only (plan time): the opt-ins of the kernels for 1..M tokens and the CTAs per SM of M's.

@@ -9,16 +9,18 @@ namespace b12x::gemm::lin {
 
 static_assert(kGgmlImmaP2 == imma::kP2 && kGgmlImmaPred == imma::kPred &&
               kGgmlImmaTile == imma::kTile && kGgmlImmaInPlace == imma::kInPlace &&
-              kGgmlImmaPeel == imma::kPeel && kGgmlImmaIlv == imma::kIlv);
+              kGgmlImmaPeel == imma::kPeel && kGgmlImmaIlv == imma::kIlv &&
+              kGgmlImmaXFirst == imma::kXFirst);
 
 namespace {
 
 using ImmaFn = void (*)(const LinearParams);
 
 /// The kernel for (format, activation dtype, warps per CTA, var, M tokens): BF16 activations, two
-/// activation pieces, 16 warps (nullptr: none). The defaults (ggml_imma_default): kP2 | kPred
-/// (8195) for IQ2_XXS M = 1; kP2 | kPred | kTile | kInPlace (8207) at M = 2 (a 2-token plan's
-/// 1-token runs take its M = 1 kernel); 8207 | kPeel | kIlv (8303) for IQ2_XS M = 1.
+/// activation pieces, 16 warps (nullptr: none). The defaults (ggml_imma_default), no other
+/// instance: kP2 | kPred (8195) for IQ2_XXS M = 1; kP2 | kPred | kTile | kInPlace (8207) at M = 2
+/// (a 2-token plan's 1-token runs take its M = 1 kernel); 8207 | kPeel | kIlv | kXFirst (8431) for
+/// IQ2_XS M = 1.
 /// Dropped in rounds 93-95 (removed): 8 warps (two CTAs per SM), 20 / 32 warps, IQ2_XXS 24, the
 /// weights two batches ahead, two MMA chains per piece set; FP16 activations are unmeasured (no
 /// kernel). Session 26, rounds 97-98 (removed; us over 4096x4096 / 14336x4096 / 4096x14336 /
@@ -36,7 +38,12 @@ using ImmaFn = void (*)(const LinearParams);
 /// 13.10 / 7.40). Round 102 (IQ2_XXS / IQ2_XS M = 1, against 8195 / 8207): 8207 + kPeel (8239)
 /// 5.29 / 10.00 / 10.86 / 6.38 / 5.25 and 5.68 / 10.50 / 11.11 / 6.70 / 5.42 against 5.07 / 9.27 /
 /// 10.09 / 6.04 / 4.96 and 5.56 / 10.22 / 10.86 / 6.47 / 5.32; kTile + kIlv without the in-place
-/// loads (8263) 5.39 / 9.41 / 10.43 / 6.31 / 5.12 and 5.77 / 10.16 / 10.91 / 6.61 / 5.45.
+/// loads (8263) 5.39 / 9.41 / 10.43 / 6.31 / 5.12 and 5.77 / 10.16 / 10.91 / 6.61 / 5.45. Round
+/// 103 (against the defaults 8195 / 8303): 8303 at M = 2 IQ2_XXS 5.98 / 11.51 / 12.85 / 7.27 / 6.24
+/// and IQ2_XS 6.64 / 13.31 / 14.65 / 8.09 / 6.74 against 8207's (and 4096x4096's BF16 GEMV) 5.71
+/// / 10.96 / 12.32 / 6.96 / 6.09 and 6.32 / 11.66 / 12.97 / 7.31 / 6.34; IQ2_XXS M = 1 8303 5.14 /
+/// 9.30 / 9.95 / 6.11 / 4.89 and 8195 | kXFirst (8323) 4.96 / 9.23 / 9.91 / 5.95 / 5.00 against
+/// 8195's 5.07 / 9.27 / 10.09 / 6.00 / 4.96 (not on every shape: kept 8195).
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   using namespace imma;
   const bool xs = f == WFmt::kIq2Xs;
@@ -54,19 +61,7 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
     return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 2, kIpv>
                   : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv>;
   }
-  // Session 27 round 102: 8303 = 8207 + kPeel + kIlv (IQ2_XS M = 1 default; M = 2 and IQ2_XXS M =
-  // 1 probes for round 103).
-  if (var == (kGgmlImmaVar | kIpv | kPeel | kIlv)) {
-    constexpr int v = kIpv | kPeel | kIlv;
-    if (xs)
-      return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 2, v>
-                    : &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, v>;
-    return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 2, v>
-                  : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, v>;
-  }
-  // Round 103 probes, M = 1: kXFirst on IQ2_XXS 8195 (8323) and IQ2_XS 8303 (8431).
-  if (M == 1 && !xs && var == (kGgmlImmaVar | kP2 | kPred | kXFirst))
-    return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kP2 | kPred | kXFirst>;
+  // 8431 = 8207 + kPeel + kIlv + kXFirst: IQ2_XS M = 1.
   if (M == 1 && xs && var == (kGgmlImmaVar | kIpv | kPeel | kIlv | kXFirst))
     return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPeel | kIlv | kXFirst>;
   return nullptr;
