@@ -4272,6 +4272,11 @@ TEST(GemmGpuSanitize, DecodeFp8Xshare) {
     run_case({LinearFormat::kFp8Tensor, 3, 40, 1312, DType::kFP8E4M3, DType::kBF16, true});
     EXPECT_EQ(gemm::lin::last_decode_launch().xshare, std::atoi(xs));
   }
+  // Two token tiles on the 2-slice ring (session 27, deep -1): M = 16, S = 2.
+  ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", "2"), esh("B12X_GEMM_DECODE_XSHARE_SHALLOW", "2");
+  run_case({LinearFormat::kFp8Tensor, 16, 40, 1312, DType::kFP8E4M3, DType::kBF16, true});
+  const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+  EXPECT_TRUE(l.xshare == 2 && l.nt == 2 && l.deep == -1) << l.xshare << " " << l.deep;
 }
 
 TEST(GemmGpuSanitize, DecodeHalvesReduce) {
