@@ -3190,7 +3190,8 @@ void run(const Binding& b, Stream stream) {
               lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes <=
           lin::kDecodeDeepBudget)
     p.decode_deep = plan.decode_deep;
-  // The shallow ring (probe) of a two-tile plan on the shared staging: its two-tile runs there.
+  // The shallow ring (SM90 default since session 27, where the default ring leaves one CTA per SM)
+  // of a two-tile plan on the shared staging: its two-tile runs there.
   if (plan.decode_deep < 0 && nt == 2 && xs_run) p.decode_deep = plan.decode_deep;
   p.decode_seg_stage = plan.decode_seg_stage ? 1 : 0;
   p.decode_sync_stage = plan.decode_sync_stage && M >= 2 ? 1 : 0;

@@ -26,7 +26,8 @@ DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma, int nt) {
   constexpr WFmt F = WFmt::kFp8;
   if (f != F || deep < -1 || deep > 1) return nullptr;
   // Session 26 (default, XSHARE16): two token tiles (M = 9..16), f16 MMAs, the default ring;
-  // session 27 (probe, B12X_GEMM_DECODE_XSHARE_SHALLOW): a ring of 2 slices per warp (deep -1).
+  // session 27 (default where the default ring leaves one CTA per SM; off with
+  // B12X_GEMM_DECODE_XSHARE_SHALLOW=0): a ring of 2 slices per warp (deep -1).
   if (nt == 2)
     return mma != 1    ? nullptr
            : deep == 0 ? &linear_decode_kernel<F, Bf16Tag, 2, 4, false, false, 0, false, 1, true>

@@ -206,7 +206,7 @@ __device__ __forceinline__ void xsh_bulk_multicast(uint32_t dst, const void* src
 /// takes 1 for NVFP4 where each warp streams >= 6 slices). At K = 4096 each of a tile's 4 warps
 /// streams 2 slices; with the default ring the second is requested only after the first has
 /// landed (the staging's wait covers the first slice too), two DRAM round trips per CTA; one more
-/// stage requests both before the staging. kDeep -1 (probe, session 27; per-tensor FP8 on the
+/// stage requests both before the staging. kDeep -1 (session 27 default; per-tensor FP8 on the
 /// shared staging at two token tiles): a ring of 2 slices, so that 16 staged rows of K = 4096
 /// leave 2 CTAs per SM.
 /// kLean (FP4 weights with BF16 MMAs; the default where it exists since session 9): the
