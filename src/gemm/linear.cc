@@ -2303,14 +2303,15 @@ Plan plan(const Caps& caps) {
     // 12.04 / 9.19, M = 16 10.68 / 21.51 / 24.20 / 13.75 / 10.31 vs 10.68 / 21.73 / 24.25 / 13.88 /
     // 10.37 (110's instances removed with its knob).
     const char* evar = std::getenv("B12X_GEMM_STREAM16_F8_VAR");
-    const int early = q8 ? lin::kF8VarEarly | lin::kF8VarEarly2 : 0;
     auto var_for = [&](int tw8, int depth) {
-      const int v = evar != nullptr ? std::atoi(evar)
-                    : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4
-                        ? lin::kF8VarFold |
-                              (q8 ? lin::kF8VarQ8 | lin::kF8VarQ32 | lin::kF8VarCheap | early : 0)
-                    : wf == lin::WFmt::kFp8Block && mma8 == 1 && depth == 4 && q8 ? lin::kF8VarLate
-                                                                                  : 0;
+      const int v =
+          evar != nullptr ? std::atoi(evar)
+          : wf == lin::WFmt::kFp8Mx && mma8 == 1 && depth == 4
+              ? lin::kF8VarFold | (q8 ? lin::kF8VarQ8 | lin::kF8VarQ32 | lin::kF8VarCheap |
+                                            lin::kF8VarEarly | lin::kF8VarEarly2
+                                      : 0)
+          : wf == lin::WFmt::kFp8Block && mma8 == 1 && depth == 4 && q8 ? lin::kF8VarLate
+                                                                        : 0;
       return v != 0 && lin::stream16_f8_available(wf, tw8, mma8, depth, q8, occ_for(tw8, depth), v)
                  ? v
                  : 0;
