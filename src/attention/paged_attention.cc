@@ -452,19 +452,35 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.early_cap = true;
   const char* cap_env = std::getenv("B12X_ATTN_EARLY_CAP");
   if (cap_env != nullptr) plan.early_cap = std::string(cap_env) != "0";
-  plan.early_cap = plan.early_cap && plan.early_kv && !plan.stamps &&
+  // Probe (session 28, B12X_ATTN_SKEW=pct, 0 < pct <= 100, with B12X_ATTN_SKEW_SPLITS=nf, 3 if
+  // unset; PagedPlan::early_var): the early instance with weighted split bounds, where compiled
+  // (wideh3; stamped too with B12X_ATTN_STAMPS=1).
+  if (const char* skew_env = std::getenv("B12X_ATTN_SKEW")) {
+    const char* nf_env = std::getenv("B12X_ATTN_SKEW_SPLITS");
+    const int pct = std::atoi(skew_env), nf = nf_env != nullptr ? std::atoi(nf_env) : 3;
+    if (plan.early_kv && k->launch_early_var[detail::kEarlyVarSkew] != nullptr && nf > 0 &&
+        pct > 0 && pct <= 100) {
+      plan.early_var = detail::kEarlyVarSkew;
+      plan.skew_splits = nf;
+      plan.skew_pct = pct;
+    }
+  }
+  plan.early_cap = plan.early_cap && plan.early_kv && !plan.stamps && plan.early_var == 0 &&
                    dev.family == ArchFamily::kSm90 && k->launch_early_cap != nullptr;
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
+    if (plan.early_var > 0) plan.kernel += "_v" + std::to_string(plan.early_var);
     if (plan.early_cap) plan.kernel += "_r208";
     if (plan.stamps) plan.kernel += "_stamps";
-    const void* fn = plan.stamps      ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
-                     : plan.early_cap ? k->func_early_cap
-                     : plan.early_kv  ? k->func_early
-                                      : k->func_lean;
+    const void* fn = plan.stamps && plan.early_var > 0 ? k->func_stamp_early_var[plan.early_var]
+                     : plan.stamps        ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
+                     : plan.early_var > 0 ? k->func_early_var[plan.early_var]
+                     : plan.early_cap     ? k->func_early_cap
+                     : plan.early_kv      ? k->func_early
+                                          : k->func_lean;
     const DeviceScope scope(caps.device);
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, k->smem));
   }
@@ -769,12 +785,18 @@ void run_paged(const PagedBinding& b, Stream stream) {
     p.stamps = reinterpret_cast<unsigned long long*>(b.scratch + plan.off_stamps);
     p.stamp_merge = plan.stamp_merge;
   }
-  const detail::LaunchFn main_fn = plan.stamps
-                                       ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
-                                   : plan.early_cap ? k->launch_early_cap
-                                   : plan.early_kv  ? k->launch_early
-                                   : plan.lean      ? k->launch_lean
-                                                    : k->launch;
+  if (plan.early_var > 0) {
+    p.skew_splits = plan.skew_splits;
+    p.skew_pct = plan.skew_pct;
+  }
+  const detail::LaunchFn main_fn =
+      plan.stamps && plan.early_var > 0 ? k->launch_stamp_early_var[plan.early_var]
+      : plan.stamps                     ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
+      : plan.early_var > 0              ? k->launch_early_var[plan.early_var]
+      : plan.early_cap                  ? k->launch_early_cap
+      : plan.early_kv                   ? k->launch_early
+      : plan.lean                       ? k->launch_lean
+                                        : k->launch;
   main_fn(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
   if (b.num_splits > 1 && !fused) {

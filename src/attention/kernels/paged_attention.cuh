@@ -597,7 +597,30 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// kVar (session 25, early-K/V lean instances only): kVarVdEarly loads the V descale before the
 /// epilogue's barriers, kVarQPrefetch prefetches the CTA's Q rows into L2 before the PDL wait.
 /// hcvt8's early instance runs both (round 94; paged_instances.cuh).
-constexpr int kVarVdEarly = 1, kVarQPrefetch = 2;
+/// kVarSkew (session 28 probe, B12X_ATTN_SKEW): weighted contiguous split bounds (skew_bounds).
+constexpr int kVarVdEarly = 1, kVarQPrefetch = 2, kVarSkew = 8;
+
+/// Probe kVarSkew: the bounds [begin, end) of split `split` when the first p.skew_splits splits
+/// take (100 + p.skew_pct) % of the tokens of each other split: bound(s) = lo + n x u(s) / u(ns),
+/// u(s) = 100 s + skew_pct min(s, skew_splits), cut to whole KV tiles from lo, bound(ns) = hi, so
+/// neighbouring splits compute the same bound. Only contiguous ranges with every split live and
+/// at least 4 tiles per split (no split turns empty); else the even chunks stay. In the bench's
+/// back-to-back replays the first splits enter first and land on the SMs the previous call freed
+/// first, the fast GPC blocks (session 27, round 101 stamps).
+__device__ __forceinline__ void skew_bounds(const PagedParams& p, const KvRange& r, int split,
+                                            int bn, int& begin, int& end) {
+  const int nf = p.skew_splits;
+  const int n = r.hi - r.lo;
+  if (r.stride > 0 || nf <= 0 || nf >= r.ns || r.ns != p.num_splits || n < 4 * bn * r.ns) return;
+  const int64_t w = int64_t(r.ns) * 100 + int64_t(nf) * p.skew_pct;
+  auto bound = [&](int s) {
+    if (s >= r.ns) return r.hi;
+    const int64_t u = int64_t(s) * 100 + int64_t(min(s, nf)) * p.skew_pct;
+    return r.lo + (static_cast<int>(int64_t(n) * u / w) & ~(bn - 1));
+  };
+  begin = bound(split);
+  end = bound(split + 1);
+}
 template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kVar = 0>
 __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
@@ -645,6 +668,7 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   auto derive = [&]() {
     kv_begin = range.lo + split * range.chunk;
     kv_end = range.stride > 0 ? range.hi : min(range.hi, kv_begin + range.chunk);
+    if constexpr ((kVar & kVarSkew) != 0) skew_bounds(p, range, split, kBN, kv_begin, kv_end);
     kv_step = range.stride > 0 ? range.stride : kBN;
     // may be 0 (empty range); interleaved: ceil(len / (ns kBN)) = ceil(ceil(len / kBN) / ns)
     n_tiles = range.stride > 0 && range.ns == p.num_splits && kv_end > kv_begin
