@@ -10,7 +10,8 @@ namespace b12x::gemm::lin {
 static_assert(kGgmlImmaP2 == imma::kP2 && kGgmlImmaPred == imma::kPred &&
               kGgmlImmaTile == imma::kTile && kGgmlImmaInPlace == imma::kInPlace &&
               kGgmlImmaPeel == imma::kPeel && kGgmlImmaIlv == imma::kIlv &&
-              kGgmlImmaXFirst == imma::kXFirst);
+              kGgmlImmaXFirst == imma::kXFirst && kGgmlImmaCTab == imma::kCTab &&
+              kGgmlImmaStamp == imma::kStamp);
 
 namespace {
 
@@ -62,8 +63,43 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
                   : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv>;
   }
   // 8431 = 8207 + kPeel + kIlv + kXFirst: IQ2_XS M = 1.
-  if (M == 1 && xs && var == (kGgmlImmaVar | kIpv | kPeel | kIlv | kXFirst))
-    return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPeel | kIlv | kXFirst>;
+  constexpr int k8431 = kIpv | kPeel | kIlv | kXFirst;
+  if (M == 1 && xs && var == (kGgmlImmaVar | k8431))
+    return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431>;
+  // Session 28 probes (round 105), M = 1: kCTab on the defaults (IQ2_XXS 8451, IQ2_XS 8687),
+  // IQ2_XXS 8323 (kXFirst) and 8431 / 8687 (IQ2_XS's form), kStamp on the defaults (8707 / 8943)
+  // and on kCTab (IQ2_XXS 8963, IQ2_XS 9199).
+  if (M == 1) {
+    constexpr int k8195 = kP2 | kPred;
+    if (xs) {
+      switch (var - kGgmlImmaVar) {
+        case k8431 | kCTab:
+          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kCTab>;
+        case k8431 | kStamp:
+          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kStamp>;
+        case k8431 | kCTab | kStamp:
+          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kCTab | kStamp>;
+        default:
+          return nullptr;
+      }
+    }
+    switch (var - kGgmlImmaVar) {
+      case k8195 | kXFirst:
+        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kXFirst>;
+      case k8431:
+        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8431>;
+      case k8195 | kCTab:
+        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kCTab>;
+      case k8431 | kCTab:
+        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8431 | kCTab>;
+      case k8195 | kStamp:
+        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kStamp>;
+      case k8195 | kCTab | kStamp:
+        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kCTab | kStamp>;
+      default:
+        return nullptr;
+    }
+  }
   return nullptr;
 }
 

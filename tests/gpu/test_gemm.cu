@@ -4922,6 +4922,17 @@ TEST(GemmGpu, GgmlGemvImma) {
   run_case({LinearFormat::kIq2Xxs, 1, 72, 1024, DType::kFP16, DType::kFP16, false});
 }
 
+TEST(GemmGpu, GgmlGemvImmaProbe) {
+  B12X_REQUIRE_GPU();
+  // Session 28's M = 1 probes (round 105): the tables from constant memory (kCTab: IQ2_XXS 8451,
+  // 8687; IQ2_XS 8687), IQ2_XXS with the table words after the first activation load (8323) and
+  // on IQ2_XS's loop (8431).
+  ScopedEnv e("B12X_GGML_GEMV", "1");
+  for (const char* v : {"8323", "8431", "8451", "8687"})
+    imma_m1_cases(LinearFormat::kIq2Xxs, v, 16);
+  imma_m1_cases(LinearFormat::kIq2Xs, "8687", 16);
+}
+
 TEST(GemmGpuSanitize, GgmlGemvVariants) {
   B12X_REQUIRE_GPU();
   // The variants past the end of a warp's work (round 52: kDeep's position step read past the
