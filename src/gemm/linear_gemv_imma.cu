@@ -11,7 +11,8 @@ static_assert(kGgmlImmaP2 == imma::kP2 && kGgmlImmaPred == imma::kPred &&
               kGgmlImmaTile == imma::kTile && kGgmlImmaInPlace == imma::kInPlace &&
               kGgmlImmaPeel == imma::kPeel && kGgmlImmaIlv == imma::kIlv &&
               kGgmlImmaXFirst == imma::kXFirst && kGgmlImmaCTab == imma::kCTab &&
-              kGgmlImmaStamp == imma::kStamp);
+              kGgmlImmaStamp == imma::kStamp && kGgmlImmaL2 == imma::kL2 &&
+              kGgmlImmaL2Start == imma::kL2Start);
 
 namespace {
 
@@ -68,7 +69,8 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
     return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431>;
   // Session 28 probes (round 105), M = 1: kCTab on the defaults (IQ2_XXS 8451, IQ2_XS 8687),
   // IQ2_XXS 8323 (kXFirst) and 8431 / 8687 (IQ2_XS's form), kStamp on the defaults (8707 / 8943)
-  // and on kCTab (IQ2_XXS 8963, IQ2_XS 9199).
+  // and on kCTab (IQ2_XXS 8963, IQ2_XS 9199); the L2 prefetch kL2 / kL2Start on the defaults
+  // (IQ2_XXS 9219 / 10243, IQ2_XS 9455 / 10479).
   if (M == 1) {
     constexpr int k8195 = kP2 | kPred;
     if (xs) {
@@ -79,6 +81,10 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
           return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kStamp>;
         case k8431 | kCTab | kStamp:
           return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kCTab | kStamp>;
+        case k8431 | kL2:
+          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kL2>;
+        case k8431 | kL2Start:
+          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kL2Start>;
         default:
           return nullptr;
       }
@@ -96,6 +102,10 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
         return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kStamp>;
       case k8195 | kCTab | kStamp:
         return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kCTab | kStamp>;
+      case k8195 | kL2:
+        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kL2>;
+      case k8195 | kL2Start:
+        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kL2Start>;
       default:
         return nullptr;
     }

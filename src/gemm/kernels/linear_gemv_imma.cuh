@@ -76,7 +76,12 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 /// session-26 loop had them; kTile's loop ran the halves one after the other); kXFirst the table
 /// words loaded after the first activation load. Bit 16 was round 101's tile pairs (removed).
 inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8, kPeel = 32, kIlv = 64,
-                     kXFirst = 128, kCTab = 256, kStamp = 512;
+                     kXFirst = 128, kCTab = 256, kStamp = 512, kL2 = 1024, kL2Start = 2048;
+/// kL2 / kL2Start (session 28): the weights kL2Ahead units past the register load's requested into
+/// L2 (prefetch.global.L2): at kernel start (before griddepcontrol.wait: weights only) the warp's
+/// units 1 .. kL2Ahead, and with kL2 from then on in the loop. A warp's units are consecutive 1 KB
+/// blocks of the tile-major weights (tile stride = batches x 1 KB), so unit u + j is j KB on.
+inline constexpr int kL2Ahead = 2;
 /// Static shared memory of a kernel of kW warps and M tokens: the warps' partial tiles (two slots)
 /// and their tile ids, kTile's lane constants (ggml_imma_available adds it to the dynamic part).
 __host__ __device__ constexpr int static_smem_bytes(int warps, int M) {
@@ -202,6 +207,15 @@ __device__ __noinline__ void stamp_record(unsigned G, unsigned long long key,
 
 /// Source bytes {8, 25, 43, 0} and {-8, -25, -43, 0}: selector nibble c | 4 sign.
 inline constexpr uint32_t kSrcLo = 0x002B1908u, kSrcHi = 0x00D5E7F8u;
+
+__device__ __forceinline__ void prefetch_l2(const void* ptr) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
+}
+/// The lane's 2 x 16 bytes of the unit at w (its half 0 and half 1 slots).
+__device__ __forceinline__ void prefetch_unit(const uint8_t* w) {
+  prefetch_l2(w);
+  prefetch_l2(w + 512);
+}
 
 __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   uint32_t v;
@@ -364,6 +378,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   static_assert(kIp == kTl, "the loop per tile runs with the in-place loads");
   constexpr bool kPl = (kV & kPeel) != 0, kIv = (kV & kIlv) != 0, kXf = (kV & kXFirst) != 0;
   constexpr bool kCt = (kV & kCTab) != 0, kSt = (kV & kStamp) != 0;
+  constexpr bool kPf = (kV & kL2) != 0, kPs = (kV & (kL2 | kL2Start)) != 0;
+  static_assert(!kPf || !kTl || kPl, "kL2's loop prefetch in the default loops (8195, kPeel)");
   long long stc[5] = {};
   unsigned long long st_g0 = 0;
   if constexpr (kSt) {
@@ -397,6 +413,11 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   Batch<F> cur;
   Cursor ld = cursor_at<kSb>(p, tile, b, g, t);
   if (ua < ue) load_batch(ld, d8, s8, cur);
+  if constexpr (kPs) {
+#pragma unroll
+    for (int j = 1; j <= kL2Ahead; ++j)
+      if (ua + j < ue) prefetch_unit(ld.w + 1024 * j);
+  }
   // The position of the latest load (ltile, lb).
   int ltile = tile, lb = b;
   const auto step = [&]() {
@@ -766,7 +787,18 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       const bool more = u + (b1 - b) < ue;
       u += b1 - b;
       const Addr nb = more ? rows_at(tile + 1) : rb;
-      for (; b + 1 < b1; ++b) compute(cur, b, true, rb.template at<kSb>(b + 1));
+      // kL2: unit uc + 1 + kL2Ahead (batch b + 1 + kL2Ahead of this tile's linear run).
+      int uc = u - (b1 - b);
+      const auto pf = [&]() {
+        if constexpr (kPf)
+          if (uc + 1 + kL2Ahead < ue) prefetch_unit(rb.w + (b + 1 + kL2Ahead) * 1024);
+        ++uc;
+      };
+      for (; b + 1 < b1; ++b) {
+        pf();
+        compute(cur, b, true, rb.template at<kSb>(b + 1));
+      }
+      pf();
       compute(cur, b, more, nb);
       tile_end(tile, tile_b0 == 0 && b1 == batches);
       rb = nb;
@@ -811,6 +843,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       if (u + 1 < ue) {
         step();
         load_batch(ld, d8, s8, nxt);
+        if constexpr (kPf)
+          if (u + 1 + kL2Ahead < ue) prefetch_unit(ld.w + 1024 * kL2Ahead);
       }
       compute(cur, b, false, ld);
       if (nb == 0 || u + 1 == ue) {
