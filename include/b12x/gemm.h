@@ -233,6 +233,10 @@ struct Plan {
   /// The same for runs at M = 1 (0 unless B12X_GEMM_DECODE_F8MMA forces a kind: f16 MMAs lost
   /// for MXFP8 at M = 1, session 13).
   int decode_fp8_mma_m1 = 0;
+  /// Decode regime, MXFP8 runs at M = 1 (session 28): the 8 E8M0 groups of a K slice on the
+  /// MMA's 8 columns (linear_decode_kernel's kDiag), the scales applied once per slice instead of
+  /// per 32-K atom. B12X_GEMM_DECODE_MXDIAG=1 (probe).
+  bool decode_mx_diag = false;
   /// Decode regime at M = 1, NVFP4 weights with BF16 activations (raw, or W4A4's pre-pass): the
   /// persistent streaming kernel (lin::launch_linear_stream) with this many K parts per 16-row
   /// tile (1, 2, 4, 8; 0 = the decode kernel), registers for decode_stream_occ (2 or 3) CTAs per

@@ -1620,6 +1620,11 @@ Plan plan(const Caps& caps) {
     p.decode_fp8_mma_m1 = 0;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_F8MMA"); e != nullptr)
       p.decode_fp8_mma = p.decode_fp8_mma_m1 = e[0] == '1' ? 1 : 0;
+    // Session 28 probe: MXFP8's M = 1 runs on the decode kernel with the slice's 8 E8M0 groups
+    // on the MMA's 8 columns (kDiag), where the decode kernel takes them
+    // (B12X_GEMM_STREAM16_F8_MINM=2).
+    const char* dg = std::getenv("B12X_GEMM_DECODE_MXDIAG");
+    p.decode_mx_diag = wf == lin::WFmt::kFp8Mx && dg != nullptr && dg[0] == '1';
   }
   // The M = 1 stream kernel, for a run whose bound M is 1.
   bool stream_trig_m1 = false;  // the M = 1 stream kernel's grid fills >= 80 % of its slots
@@ -2599,7 +2604,7 @@ Plan plan(const Caps& caps) {
           << (ws > 1 && M <= kDecodeMaxM ? " ws=" + std::to_string(ws) : "")
           << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "")
           << (p.decode_lean ? " lean" : "") << (p.decode_act_quant ? " actq" : "")
-          << (p.decode_fp8_mma == 1 ? " mma=f16" : "")
+          << (p.decode_fp8_mma == 1 ? " mma=f16" : "") << (p.decode_mx_diag ? " mxdiag" : "")
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.ggml_gemv > 0 && p.ggml_gemv_var ? " v" + std::to_string(p.ggml_gemv_var) : "")
           // The integer-MMA GEMV's kernel: its warps, and the M = 1 kernel a 2-token plan runs too.
@@ -3216,6 +3221,14 @@ void run(const Binding& b, Stream stream) {
               lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes + 16 <=
           lin::kDecodeXshBudget)
     p.decode_xshare = plan.decode_xshare;
+  // MXFP8 at M = 1: the slice's groups on the MMA's columns where the instance exists.
+  const int dws = std::max(p.decode_ws, 1);
+  p.decode_diag =
+      plan.decode_mx_diag && M == 1 && nt == 1 && !p.decode_pipe && !p.decode_half &&
+              p.decode_xshare == 0 &&
+              lin::decode_diag_available(im.wfmt, fp16, dws, p.decode_deep, p.decode_mma)
+          ? 1
+          : 0;
   // kLean where the plan asks for it and the instance exists, and where only it exists (8 warps
   // per tile, the FP4 weights' deeper ring and pipelined halves: B12X_GEMM_DECODE_LEAN=0 keeps
   // them).

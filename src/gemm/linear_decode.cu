@@ -92,6 +92,10 @@ bool decode_xshare_available(WFmt f, bool fp16, int deep, int mma, int nt) {
   return !fp16 && pick_decode_fp8_xshare(f, deep, mma, nt) != nullptr;
 }
 
+bool decode_diag_available(WFmt f, bool fp16, int ws, int deep, int mma) {
+  return !fp16 && decode_inst::pick_decode_fp8_diag(f, ws, deep, mma) != nullptr;
+}
+
 int decode_xshare_max_clusters(int device, WFmt f, int deep, int mma, int xshare, int64_t smem,
                                int nt) {
   const DecodeFn fn = pick_decode_fp8_xshare(f, deep, mma, nt);
@@ -152,7 +156,12 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
                            p.xs_kind == kXsNone && p.x_vec16 && p.K % 16 == 0 &&
                            p.ldx_bytes % 16 == 0 && p.stage_slices >= p.slices_per_cta),
               "decode shared staging ", xsh, " with ws ", ws, " nt ", nt, " K ", p.K);
+  // kDiag (MXFP8 at M = 1): one token row, one token tile, no shared staging.
+  B12X_ASSERT(p.decode_diag == 0 || (p.M == 1 && nt == 1 && !xsh && !pipe && !half && !fp16),
+              "decode diagonal groups at M ", p.M, " nt ", nt);
   DecodeFn fn = xsh ? pick_decode_fp8_xshare(f, deep, mma, nt)
+                : p.decode_diag
+                    ? decode_inst::pick_decode_fp8_diag(f, ws, deep, mma)
                     : pick_decode(f, fp16, nt, ws, pipe, half, deep, p.decode_lean != 0, mma);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
@@ -206,6 +215,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   t_last = DecodeLaunch{
       nt,   ws,  deep, p.split, static_cast<int>(cluster.y), pipe, half, p.decode_lean != 0,
       smem, mma, xsh};
+  t_last.diag = p.decode_diag != 0;
   B12X_CUDA_CHECK(b12x::detail::launch_ex(fn, grid, dim3(half || ws == 8 ? 256 : 128),
                                           static_cast<size_t>(smem), stream, p.pdl != 0, cluster,
                                           p));

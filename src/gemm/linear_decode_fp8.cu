@@ -43,4 +43,19 @@ DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma, int nt) {
   return deep ? nullptr : &linear_decode_kernel<F, Bf16Tag, 1, 4, false, false, 0, false, 0, true>;
 }
 
+DecodeFn pick_decode_fp8_diag(WFmt f, int ws, int deep, int mma) {
+  constexpr WFmt F = WFmt::kFp8Mx;
+  if (f != F) return nullptr;
+  if (ws == 4 && deep == 1)
+    return mma ? &linear_decode_kernel<F, Bf16Tag, 1, 4, false, false, 1, false, 1, false, 8>
+               : &linear_decode_kernel<F, Bf16Tag, 1, 4, false, false, 1, false, 0, false, 8>;
+  if (ws == 4 && deep == 0)
+    return mma ? &linear_decode_kernel<F, Bf16Tag, 1, 4, false, false, 0, false, 1, false, 8>
+               : &linear_decode_kernel<F, Bf16Tag, 1, 4, false, false, 0, false, 0, false, 8>;
+  if (ws <= 1 && deep == 0)
+    return mma ? &linear_decode_kernel<F, Bf16Tag, 1, 1, false, false, 0, false, 1, false, 8>
+               : &linear_decode_kernel<F, Bf16Tag, 1, 1, false, false, 0, false, 0, false, 8>;
+  return nullptr;
+}
+
 }  // namespace b12x::gemm::lin::decode_inst

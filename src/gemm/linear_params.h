@@ -71,6 +71,8 @@ struct LinearParams {
   int64_t decode_ws8_budget;
   // linear_reduce_kernel: trigger the dependent launch right after its wait (Plan::reduce_trig).
   int reduce_trig;
+  // Decode kernel, MXFP8 at M = 1: the groups of a slice on the MMA's columns (kDiag, session 28).
+  int decode_diag;
 };
 
 /// LinearParams::stream_var bit of the M = 1 stream kernel's late ring requests (session 26; SM90

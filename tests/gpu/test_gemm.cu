@@ -1319,6 +1319,46 @@ TEST(GemmGpu, DecodeFp8MmaKinds) {
     }
 }
 
+TEST(GemmGpu, DecodeMxfp8Diag) {
+  B12X_REQUIRE_GPU();
+  // Session 28: MXFP8 at M = 1 on the decode kernel (B12X_GEMM_STREAM16_F8_MINM=2) with the 8
+  // E8M0 groups of a slice on the MMA's 8 columns (B12X_GEMM_DECODE_MXDIAG=1, kDiag): both MMA
+  // kinds; BF16 rows quantized while staged and FP16 rows through the quantizer launch; a K tail
+  // inside a slice (4832), a cluster split (N = 72), 4 warps per tile with the deeper ring (1.5 x
+  // SMs tiles on SM90), one warp per tile (4 x SMs CTAs), a capacity-16 plan's M = 1 run; bias,
+  // FP16 out, graph replay.
+  ScopedEnv emin("B12X_GEMM_STREAM16_F8_MINM", "2"), ed("B12X_GEMM_DECODE_MXDIAG", "1");
+  const int64_t sms = std::max(device_info(0).sm_count, 1);
+  struct Run {
+    int64_t N, K;
+    DType act, out;
+    bool bias, graph;
+    int64_t cap;
+  };
+  const Run runs[] = {
+      {72, 4832, DType::kBF16, DType::kBF16, true, true, 1},
+      {200, 1024, DType::kFP16, DType::kFP16, false, false, 1},
+      {24 * sms, 2048, DType::kBF16, DType::kBF16, true, false, 1},
+      {64 * sms, 512, DType::kBF16, DType::kFP16, false, true, 1},
+      {72, 1024, DType::kBF16, DType::kBF16, true, false, 16},
+  };
+  for (const char* mma : {"0", "1"}) {
+    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", mma);
+    for (const Run& r : runs) {
+      Case c{LinearFormat::kMxfp8, 1, r.N, r.K, r.act, r.out, r.bias};
+      c.max_tokens = r.cap;
+      run_case(c, r.graph);
+      const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+      EXPECT_TRUE(l.diag && l.nt == 1 && l.mma == mma[0] - '0')
+          << name(c) << " capacity " << r.cap << " F8MMA " << mma << " ws " << l.ws << " deep "
+          << l.deep;
+    }
+  }
+  ScopedEnv eoff("B12X_GEMM_DECODE_MXDIAG", "0");
+  run_case({LinearFormat::kMxfp8, 1, 72, 1024, DType::kBF16, DType::kBF16, false});
+  EXPECT_FALSE(gemm::lin::last_decode_launch().diag);
+}
+
 TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
   B12X_REQUIRE_GPU();
   // The decode kernel at M = 5..16 (not the session-13 block kernel, the default there).

@@ -230,8 +230,15 @@ __device__ __forceinline__ void xsh_bulk_multicast(uint32_t dst, const void* src
 /// row's bytes by bulk copies multicast into all S CTAs (see xsh_bulk_multicast), so at M = 4 a
 /// CTA requests M = 1's bytes and the grid's L2 reads of the activations drop S-fold, while every
 /// CTA keeps M = 1's schedule (the whole K staged at once, 4 warps per tile).
+/// kDiag (session 28; MXFP8 at M = 1, one token tile, BF16 activations quantized or e4m3 with E8M0
+/// group scales): the 8 atoms of a slice (8 E8M0 groups of both operands) go to the 8 columns of
+/// the MMA's N side: atom a multiplies a B fragment whose column a holds the token's 32 values and
+/// whose other columns are zero (lane g keeps its B words at atom g only), so one MMA chain per
+/// slice leaves group j's partial alone in column j, and the scales are applied once per slice
+/// (4 FFMAs per lane) instead of per atom; the columns are summed across the quad at the end.
+/// At M = 1 the 7 other columns carried copies of the same token before, so no MMA work is added.
 template <WFmt F, class T, int NT, int kWS = 1, bool kPipe = false, bool kHalf = false,
-          int kDeep = 0, bool kLean = false, int kMma = 0, bool kXsh = false>
+          int kDeep = 0, bool kLean = false, int kMma = 0, bool kXsh = false, int kDiag = 0>
 __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS == 8 ? 2 : 4)
     linear_decode_kernel(const LinearParams p) {
   static_assert(kWS == 1 || kWS == 2 || kWS == 4 || kWS == 8, "warps per weight tile");
@@ -265,6 +272,9 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   static_assert(!kXsh || (F == WFmt::kFp8 && kWS == 4 && !kPipe && !kHalf && NT <= 2),
                 "shared staging: per-tensor FP8 weights on the 4-warp grid");
   constexpr bool kF16 = kMma == 1;
+  static_assert(kDiag == 0 || (kDiag == 8 && F == WFmt::kFp8Mx && NT == 1 && !kPipe && !kHalf &&
+                               !kXsh && !T::kFp16),
+                "diagonal groups: MXFP8 at one token tile");
 
   extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
@@ -815,7 +825,59 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
 #pragma unroll
           for (int i = 0; i < 4; ++i) tmp[c][nt][i] = 0.f;
     };
-    if constexpr (kF8) {
+    if constexpr (kDiag > 0) {
+      // Lane (g, t)'s B words (k 4t..4t+3 and 16 + 4t.. of column g) are token 0's values of
+      // atom g; at atom a != g they are zero (kDiag above). Two chains per MMA kind (atom
+      // parity) and, with f16 MMAs, per k16 half: columns stay groups in every chain.
+      const uint8_t* const xb0 = xs + koff + g * 32 + 4 * t;
+      const uint32_t bw[2] = {*reinterpret_cast<const uint32_t*>(xb0),
+                              *reinterpret_cast<const uint32_t*>(xb0 + 16)};
+      [[maybe_unused]] uint32_t bwh[2][2];
+      if constexpr (kF16) {
+        e4m3x2x2_to_f16x2(bw[0], bwh[0][0], bwh[1][0]);
+        e4m3x2x2_to_f16x2(bw[1], bwh[0][1], bwh[1][1]);
+      }
+      constexpr int kCh = kF16 ? 4 : 2;
+      float dt[kCh][4];
+#pragma unroll
+      for (int c = 0; c < kCh; ++c)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) dt[c][i] = 0.f;
+#pragma unroll
+      for (int a = 0; a < kAtomsW; ++a) {
+        const uint4 rv = raw(a);
+        const uint32_t af[4] = {rv.x, rv.y, rv.z, rv.w};
+        const bool on = g == a;
+        if constexpr (kF16) {
+          uint32_t ah[2][4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) e4m3x2x2_to_f16x2(af[i], ah[0][i], ah[1][i]);
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            mma16816<Fp16Tag>(dt[2 * (a & 1) + h], ah[h], on ? bwh[h][0] : 0u, on ? bwh[h][1] : 0u);
+        } else {
+          mma16832_e4m3(dt[a & 1], af, on ? bw[0] : 0u, on ? bw[1] : 0u);
+        }
+      }
+      // Column c = 2t + (i & 1) is group c of the slice: weight scale byte c of rows g / g + 8
+      // times the token's activation scale of that group.
+      const uint32_t w0 = (t < 2 ? sc_raw[0][0].x : sc_raw[0][0].y) >> (16 * (t & 1));
+      const uint32_t w1 = (t < 2 ? sc_raw[1][0].x : sc_raw[1][0].y) >> (16 * (t & 1));
+      float x0 = 1.f, x1 = 1.f;
+      if (has_xs) {
+        const float2 xv = *reinterpret_cast<const float2*>(xsc + gcol0 + 2 * t);
+        x0 = xv.x;
+        x1 = xv.y;
+      }
+      const float f[4] = {e8m0_f32(w0 & 0xFFu) * x0, e8m0_f32((w0 >> 8) & 0xFFu) * x1,
+                          e8m0_f32(w1 & 0xFFu) * x0, e8m0_f32((w1 >> 8) & 0xFFu) * x1};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        float s = dt[0][i] + dt[1][i];
+        if constexpr (kCh == 4) s += dt[2][i] + dt[3][i];
+        acc[0][i] = fmaf(s, f[i], acc[0][i]);
+      }
+    } else if constexpr (kF8) {
       // Undecoded e4m3 weight fragments x e4m3 activations, one m16n8k32 MMA per atom and n8.
       // FP8 MMAs may accumulate with reduced precision inside the tensor core (Hopper): partial
       // sums are promoted to the fp32 accumulators at least every 128 K (per scale group).
@@ -1175,6 +1237,16 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   if (kParts > 1 && wk > 0) return;
   if (!active) return;
 
+  if constexpr (kDiag > 0) {
+    // The columns (groups) of rows g / g + 8 summed over the quad: token 0's outputs in c0 / c2.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float s = acc[0][2 * h] + acc[0][2 * h + 1];
+      s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
+      s += __shfl_xor_sync(0xFFFFFFFFu, s, 2);
+      acc[0][2 * h] = s;
+    }
+  }
   // ---- epilogue: c0 = (row g, tok 2t), c1 = (row g, tok 2t+1), c2/c3 = row g+8
   float mult = p.out_mult;
   if (p.alpha != nullptr) mult *= *p.alpha;
