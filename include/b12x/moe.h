@@ -160,6 +160,8 @@ struct DecodeKnobs {
   int q_early = 0;     ///< B12X_MOE_Q_EARLY 0|1|2: [Q]'s trigger (after / before its wait, none)
   int q_lean = 1;      ///< B12X_MOE_Q_LEAN 0|1: the lean NVFP4 [Q] (decode_q_lean) where it applies
   int fc1_scal0 = 1;   ///< B12X_MOE_FC1_SCAL0 0|1: FC1's first-tile scalars loaded before its wait
+  int fc1_dec = 0;     ///< B12X_MOE_FC1_DEC 0..3: two-group FC1's FP4 decode shifts on the FMA pipe
+                       ///< (bit 1 pair 2's rotation, bit 2 pair 3's >> 6; 0 the ALU shifts)
   int fc1_groups = 0;  ///< B12X_MOE_FC1_GROUPS >= 1: FC1 tile groups (0: one wave)
   int fc1_kg = 0;      ///< B12X_MOE_FC1_KG 1|2: FC1 warp groups (0: rule)
   int fc1_fine = 1;    ///< B12X_MOE_FC1_FINE 0|1|2: last-warp FC1 long tiles, ~2 / 2.7 per CTA

@@ -906,6 +906,28 @@ void expect_probe_bit_equal(const Problem& P, const Knobs& knobs,
   check_against_reference(Q, G.as_float(out), 0.9999);
 }
 
+TEST(MoeGpu, DecodeStreamFc1DecodeOnFmaPipe) {
+  B12X_REQUIRE_GPU();
+  // FC1's FP4 decode with its shifts on the FMA pipe (DecodeKnobs::fc1_dec, B12X_MOE_FC1_DEC read
+  // by plan; the last-warp two-group FC1 with BF16 operands and UE4M3 scales): the same operand
+  // bits, so the outputs equal the ALU form's. Two groups forced as in the test above; nvfp4 SiLU
+  // and BF16 w4a16, each variant, and a graph replay with new routes for both shifts moved.
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
+                       Activation::kSilu};
+  const Knobs two{{"B12X_MOE_FC1_KG", "2"},
+                  {"B12X_MOE_FC1_GROUPS", "2"},
+                  {"B12X_MOE_FC1_BAL", "0"},
+                  {"B12X_MOE_FC1_WIDE", "0"}};
+  for (const Fp4Variant& v : {kNvfp4Silu, a16}) {
+    Problem P;
+    P.make(fp4_variant_case(v, 64, 2048, 256, 8, 8, 1));
+    SCOPED_TRACE(P.c.name());
+    for (const char* d : {"1", "2", "3"})
+      expect_probe_bit_equal(P, two, {"B12X_MOE_FC1_DEC", d}, "FC1 decode on the FMA pipe",
+                             d[0] == '3');
+  }
+}
+
 TEST(MoeGpu, DecodeStreamQLeanReplays) {
   B12X_REQUIRE_GPU();
   // [Q]'s generic instance where the lean one is the default (B12X_MOE_Q_LEAN=0) against it,

@@ -506,7 +506,31 @@ __device__ __forceinline__ uint32_t mul2_half(uint32_t a, uint32_t b) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-template <typename OpT, bool kFold, int kSK, int kM>
+/// fmt::fp4_lin_bits<false, P> (BF16) with kDec's shifts on the FMA pipe instead of the ALU pipe
+/// (FC1 is issue-bound with the ALU pipe the throttle: 5 LOP3 + 2 SHF of a word's 9 decode
+/// operations ran there). bit 1: pair 2's rotation by 12 as the two halves of one 64-bit
+/// IMAD.WIDE.U32 (w * 2^12: low word w << 12, high word w >> 20), OR-ed inside the mask's LOP3;
+/// bit 2: pair 3's w >> 6 as IMAD.HI.U32 (w * 2^26). Written as PTX multiplies: ptxas keeps a PTX
+/// mul by a power of two as an IMAD, while C++ shifts / rotations become SHF. Same bits.
+template <int kDec, int P>
+__device__ __forceinline__ uint32_t fp4x2_bf16_dec(uint32_t w) {
+  constexpr uint32_t kT = 0x81C081C0u;
+  if constexpr (P == 2 && (kDec & 1) != 0) {
+    uint32_t lo, hi;
+    asm("{\n\t.reg .u64 p;\n\tmul.wide.u32 p, %2, 4096;\n\tmov.b64 {%0, %1}, p;\n\t}"
+        : "=r"(lo), "=r"(hi)
+        : "r"(w));
+    return (lo | hi) & kT;
+  } else if constexpr (P == 3 && (kDec & 2) != 0) {
+    uint32_t hi;
+    asm("mul.hi.u32 %0, %1, 67108864;" : "=r"(hi) : "r"(w));
+    return ((w << 2) & 0x80C080C0u) | (hi & 0x01000100u);
+  } else {
+    return layout::fp4x2_bf16_bits<P>(w);
+  }
+}
+
+template <typename OpT, bool kFold, int kSK, int kM, int kDec = 0>
 __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t) {
   constexpr int kRows = 16 * kM, kT = DecodeCfg::kTileTokens;
   constexpr bool kOne = kOneMulFold<OpT, kFold, kSK>;
@@ -532,8 +556,8 @@ __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4]
                                           0x4040u | (((J + 1) % 4) << 8) | (J % 4));      \
           sp[i] = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118, steps J and J + 1 */      \
         }                                                                                 \
-        lo = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), sp[i]);            \
-        hi = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), sp[i]);        \
+        lo = mul2_half<J % 2>(fp4x2_bf16_dec<kDec, 2 * (J % 2)>(w), sp[i]);               \
+        hi = mul2_half<J % 2>(fp4x2_bf16_dec<kDec, 2 * (J % 2) + 1>(w), sp[i]);           \
         s[i] = 0.f;                                                                       \
       } else {                                                                            \
         f[i].template decode<J>(lo, hi, nullptr, t);                                      \
@@ -742,7 +766,7 @@ __device__ __forceinline__ void group_sync(int id) {
 // kTR: the chunk-tile refills of WarpStage::issue (launch_gemms: BF16 operands, UE4M3 scales).
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
           bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false,
-          bool kTR = false>
+          bool kTR = false, int kDec = 0>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -931,7 +955,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       cp_async_wait<kS - 1>();
       __syncwarp();
       const int slot = c % kS;
-      stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
+      stage_mma<OpT, kFold, kSK, 2, kDec>(ring + slot * C::kFc1Stage, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
       if (c + kS < n_my) {
         issue(slot, nsrc, ni, true, true);
