@@ -92,8 +92,8 @@ bool decode_xshare_available(WFmt f, bool fp16, int deep, int mma, int nt) {
   return !fp16 && pick_decode_fp8_xshare(f, deep, mma, nt) != nullptr;
 }
 
-bool decode_diag_available(WFmt f, bool fp16, int ws, int deep, int mma) {
-  return !fp16 && decode_inst::pick_decode_fp8_diag(f, ws, deep, mma) != nullptr;
+bool decode_var_available(WFmt f, bool fp16, int ws, int deep, int mma, int var) {
+  return !fp16 && decode_inst::pick_decode_fp8_var(f, ws, deep, mma, var) != nullptr;
 }
 
 int decode_xshare_max_clusters(int device, WFmt f, int deep, int mma, int xshare, int64_t smem,
@@ -156,13 +156,16 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
                            p.xs_kind == kXsNone && p.x_vec16 && p.K % 16 == 0 &&
                            p.ldx_bytes % 16 == 0 && p.stage_slices >= p.slices_per_cta),
               "decode shared staging ", xsh, " with ws ", ws, " nt ", nt, " K ", p.K);
-  // kDiag (MXFP8 at M = 1): one token row, one token tile, no shared staging.
-  B12X_ASSERT(p.decode_diag == 0 || (p.M == 1 && nt == 1 && !xsh && !pipe && !half && !fp16),
-              "decode diagonal groups at M ", p.M, " nt ", nt);
-  DecodeFn fn = xsh ? pick_decode_fp8_xshare(f, deep, mma, nt)
-                : p.decode_diag
-                    ? decode_inst::pick_decode_fp8_diag(f, ws, deep, mma)
-                    : pick_decode(f, fp16, nt, ws, pipe, half, deep, p.decode_lean != 0, mma);
+  // kVar (session 28 probes at M = 1): one token row, one token tile, no shared staging; kQRaw's
+  // raw rows after the staging.
+  const int var = p.decode_var;
+  const int64_t raw = (var & 2) ? p.decode_qraw : 0;
+  B12X_ASSERT(var == 0 || (p.M == 1 && nt == 1 && !xsh && !pipe && !half && !fp16 &&
+                           ((var & 2) == 0 || raw > 0)),
+              "decode variant ", var, " at M ", p.M, " nt ", nt);
+  DecodeFn fn = xsh   ? pick_decode_fp8_xshare(f, deep, mma, nt)
+                : var ? decode_inst::pick_decode_fp8_var(f, ws, deep, mma, var)
+                      : pick_decode(f, fp16, nt, ws, pipe, half, deep, p.decode_lean != 0, mma);
   B12X_ASSERT(fn != nullptr, "no decode kernel for format ", static_cast<int>(f), " fp16=", fp16);
   B12X_ASSERT(p.stage_rows >= 1 && p.stage_rows <= 8 * nt && p.stage_slices >= 1,
               "decode staging rows=", p.stage_rows, " slices=", p.stage_slices);
@@ -177,9 +180,10 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
                               : half ? half_stage_budget
                                      : kDecodeStageBudget),
               "decode staging needs ", stage_bytes, " B of shared memory");
-  const int64_t smem = decode_ring_bytes_deep(f, deep, ws) + stage_bytes + (xsh ? 16 : 0);
-  B12X_ASSERT(deep == 0 || xsh || smem <= kDecodeDeepBudget, "decode deep ring ", deep, " needs ",
-              smem, " B of shared memory");
+  const int64_t smem = decode_ring_bytes_deep(f, deep, ws) + stage_bytes + (xsh ? 16 : 0) +
+                       (raw > 0 ? (16 - stage_bytes % 16) % 16 + raw : 0);
+  B12X_ASSERT(deep == 0 || xsh || raw > 0 || smem <= kDecodeDeepBudget, "decode deep ring ", deep,
+              " needs ", smem, " B of shared memory");
   // 8 warps per tile: within the device's shared memory per block (run checks it).
   const int64_t ws8_budget = ws == 8 ? p.decode_ws8_budget : 0;
   B12X_ASSERT(ws != 8 || smem <= ws8_budget, "decode with 8 warps per tile needs ", smem,
@@ -191,7 +195,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
     // plus this launch's pipelined budget (LinearParams::decode_pipe_budget, the default's or the
     // B12X_GEMM_DECODE_PIPE_KB probe's, which the run bounds by the device's opt-in).
     // The shared staging (SM90 only): kDecodeXshBudget.
-    const int64_t most = xsh        ? kDecodeXshBudget
+    const int64_t most = xsh || raw ? kDecodeXshBudget
                          : ws == 8  ? ws8_budget
                          : deep > 0 ? kDecodeDeepBudget
                          : half ? decode_ring_bytes(f) + std::max(half_stage_budget, pipe_budget)
@@ -215,7 +219,8 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   t_last = DecodeLaunch{
       nt,   ws,  deep, p.split, static_cast<int>(cluster.y), pipe, half, p.decode_lean != 0,
       smem, mma, xsh};
-  t_last.diag = p.decode_diag != 0;
+  t_last.diag = (var & 1) != 0;
+  t_last.qraw = raw > 0;
   B12X_CUDA_CHECK(b12x::detail::launch_ex(fn, grid, dim3(half || ws == 8 ? 256 : 128),
                                           static_cast<size_t>(smem), stream, p.pdl != 0, cluster,
                                           p));

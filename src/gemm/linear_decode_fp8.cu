@@ -43,18 +43,32 @@ DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma, int nt) {
   return deep ? nullptr : &linear_decode_kernel<F, Bf16Tag, 1, 4, false, false, 0, false, 0, true>;
 }
 
-DecodeFn pick_decode_fp8_diag(WFmt f, int ws, int deep, int mma) {
-  constexpr WFmt F = WFmt::kFp8Mx;
-  if (f != F) return nullptr;
-  if (ws == 4 && deep == 1)
-    return mma ? &linear_decode_kernel<F, Bf16Tag, 1, 4, false, false, 1, false, 1, false, 8>
-               : &linear_decode_kernel<F, Bf16Tag, 1, 4, false, false, 1, false, 0, false, 8>;
-  if (ws == 4 && deep == 0)
-    return mma ? &linear_decode_kernel<F, Bf16Tag, 1, 4, false, false, 0, false, 1, false, 8>
-               : &linear_decode_kernel<F, Bf16Tag, 1, 4, false, false, 0, false, 0, false, 8>;
-  if (ws <= 1 && deep == 0)
-    return mma ? &linear_decode_kernel<F, Bf16Tag, 1, 1, false, false, 0, false, 1, false, 8>
-               : &linear_decode_kernel<F, Bf16Tag, 1, 1, false, false, 0, false, 0, false, 8>;
+DecodeFn pick_decode_fp8_var(WFmt f, int ws, int deep, int mma, int var) {
+  // Session 28 probes: var 1 kDiag (MXFP8, ws 4 deep 0 / 1 and ws 1, both MMA kinds), 2 kQRaw
+  // (block FP8, ws 4, e4m3), 3 both (MXFP8, ws 4, e4m3).
+  using B = Bf16Tag;
+  if (f == WFmt::kFp8Mx && var == 1) {
+    constexpr WFmt F = WFmt::kFp8Mx;
+    if (ws == 4 && deep == 1)
+      return mma ? &linear_decode_kernel<F, B, 1, 4, false, false, 1, false, 1, false, 1>
+                 : &linear_decode_kernel<F, B, 1, 4, false, false, 1, false, 0, false, 1>;
+    if (ws == 4 && deep == 0)
+      return mma ? &linear_decode_kernel<F, B, 1, 4, false, false, 0, false, 1, false, 1>
+                 : &linear_decode_kernel<F, B, 1, 4, false, false, 0, false, 0, false, 1>;
+    if (ws <= 1 && deep == 0)
+      return mma ? &linear_decode_kernel<F, B, 1, 1, false, false, 0, false, 1, false, 1>
+                 : &linear_decode_kernel<F, B, 1, 1, false, false, 0, false, 0, false, 1>;
+    return nullptr;
+  }
+  if (ws != 4 || mma != 0 || (deep != 0 && deep != 1)) return nullptr;
+  if (f == WFmt::kFp8Mx && var == 3)
+    return deep ? &linear_decode_kernel<WFmt::kFp8Mx, B, 1, 4, false, false, 1, false, 0, false, 3>
+                : &linear_decode_kernel<WFmt::kFp8Mx, B, 1, 4, false, false, 0, false, 0, false, 3>;
+  if (f == WFmt::kFp8Block && var == 2)
+    return deep ? &linear_decode_kernel<WFmt::kFp8Block, B, 1, 4, false, false, 1, false, 0, false,
+                                        2>
+                : &linear_decode_kernel<WFmt::kFp8Block, B, 1, 4, false, false, 0, false, 0, false,
+                                        2>;
   return nullptr;
 }
 

@@ -118,8 +118,9 @@ DecodeFn pick_decode_fp8(WFmt f, int nt, int ws, bool pipe, bool half, int deep,
 /// warps per tile; f16 MMAs with deep 0 / 1, e4m3 with deep 0; session 26 default: two token tiles,
 /// f16 MMAs, deep 0); nullptr otherwise.
 DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma, int nt = 1);
-/// MXFP8 at M = 1 with the slice's groups on the MMA's columns (kDiag, session 28): one token
-/// tile, ws 1 or 4 warps per tile, deep 0 / 1 (4 warps), both MMA kinds; nullptr otherwise.
-DecodeFn pick_decode_fp8_diag(WFmt f, int ws, int deep, int mma);
+/// The session-28 probes' M = 1 instances (kVar of linear_decode_kernel: 1 MXFP8's groups on the
+/// MMA's columns, 2 the BF16 rows staged raw before their quantization, 3 both); nullptr where
+/// none exists.
+DecodeFn pick_decode_fp8_var(WFmt f, int ws, int deep, int mma, int var);
 
 }  // namespace b12x::gemm::lin::decode_inst

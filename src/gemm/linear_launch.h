@@ -173,6 +173,7 @@ struct DecodeLaunch {
   int mma = 0;        // FP8 weights: 0 e4m3 mma.sync, 1 f16 MMAs on converted fragments
   int xshare = 0;     // kXsh: CTAs per cluster sharing the activation staging (0: none)
   bool diag = false;  // kDiag: MXFP8 at M = 1 with the slice's groups on the MMA's columns
+  bool qraw = false;  // kQRaw: the BF16 rows staged raw before their quantization
 };
 DecodeLaunch last_decode_launch();
 /// Tiled kernel (M > 16): grid = (ceil(NP/tiled_block_n), ceil(M/tok), split). x must allow

@@ -71,8 +71,11 @@ struct LinearParams {
   int64_t decode_ws8_budget;
   // linear_reduce_kernel: trigger the dependent launch right after its wait (Plan::reduce_trig).
   int reduce_trig;
-  // Decode kernel, MXFP8 at M = 1: the groups of a slice on the MMA's columns (kDiag, session 28).
-  int decode_diag;
+  // Decode kernel at M = 1 (session 28 probes): linear_decode_kernel's kVar (1 MXFP8's groups on
+  // the MMA's columns, 2 the BF16 rows staged raw before their quantization) and, with bit 2, the
+  // raw rows' bytes of shared memory.
+  int decode_var;
+  int64_t decode_qraw;
 };
 
 /// LinearParams::stream_var bit of the M = 1 stream kernel's late ring requests (session 26; SM90

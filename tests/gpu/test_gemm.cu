@@ -1354,6 +1354,27 @@ TEST(GemmGpu, DecodeMxfp8Diag) {
           << l.deep;
     }
   }
+  // The BF16 rows staged raw before their quantization (B12X_GEMM_DECODE_QRAW=1, SM90, 4 warps
+  // per tile, e4m3 MMAs): MXFP8 with the diagonal groups and block FP8, K tails (4832; block FP8
+  // K = 4736 = 37 x 128), the deeper ring, a cluster split, bias, FP16 out, graph replay.
+  if (device_info(0).cc_major == 9 && device_info(0).cc_minor == 0) {
+    ScopedEnv eq("B12X_GEMM_DECODE_QRAW", "1"), em("B12X_GEMM_DECODE_F8MMA", "0");
+    const Run qruns[] = {
+        {72, 4832, DType::kBF16, DType::kBF16, true, true, 1},
+        {24 * sms, 2048, DType::kBF16, DType::kFP16, false, false, 1},
+        {200, 14336, DType::kBF16, DType::kBF16, false, true, 1},
+    };
+    for (LinearFormat f : {LinearFormat::kMxfp8, LinearFormat::kFp8Block})
+      for (const Run& r : qruns) {
+        Case c{f,     1,     r.N,   f == LinearFormat::kFp8Block && r.K == 4832 ? 4736 : r.K,
+               r.act, r.out, r.bias};
+        c.max_tokens = r.cap;
+        run_case(c, r.graph);
+        const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+        EXPECT_TRUE(l.qraw && l.ws == 4 && l.diag == (f == LinearFormat::kMxfp8))
+            << name(c) << " capacity " << r.cap << " ws " << l.ws << " deep " << l.deep;
+      }
+  }
   ScopedEnv eoff("B12X_GEMM_DECODE_MXDIAG", "0");
   run_case({LinearFormat::kMxfp8, 1, 72, 1024, DType::kBF16, DType::kBF16, false});
   EXPECT_FALSE(gemm::lin::last_decode_launch().diag);

@@ -237,8 +237,14 @@ __device__ __forceinline__ void xsh_bulk_multicast(uint32_t dst, const void* src
 /// slice leaves group j's partial alone in column j, and the scales are applied once per slice
 /// (4 FFMAs per lane) instead of per atom; the columns are summed across the quad at the end.
 /// At M = 1 the 7 other columns carried copies of the same token before, so no MMA work is added.
+/// kQRaw (session 28 probe; block FP8 / MXFP8 BF16 rows quantized while staged, 4 warps per tile,
+/// SM90): the CTA's BF16 rows are first brought into shared memory by cp.async (every piece in
+/// flight at once, after the staging and its group scales: LinearParams::decode_qraw bytes), then
+/// quantized from there, instead of by passes of register loads (one L2 round trip per pass of
+/// 8 units per warp: 4 passes at K = 14336).
+/// kVar: bit 0 kDiag (8 groups), bit 1 kQRaw.
 template <WFmt F, class T, int NT, int kWS = 1, bool kPipe = false, bool kHalf = false,
-          int kDeep = 0, bool kLean = false, int kMma = 0, bool kXsh = false, int kDiag = 0>
+          int kDeep = 0, bool kLean = false, int kMma = 0, bool kXsh = false, int kVar = 0>
 __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS == 8 ? 2 : 4)
     linear_decode_kernel(const LinearParams p) {
   static_assert(kWS == 1 || kWS == 2 || kWS == 4 || kWS == 8, "warps per weight tile");
@@ -272,9 +278,13 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   static_assert(!kXsh || (F == WFmt::kFp8 && kWS == 4 && !kPipe && !kHalf && NT <= 2),
                 "shared staging: per-tensor FP8 weights on the 4-warp grid");
   constexpr bool kF16 = kMma == 1;
-  static_assert(kDiag == 0 || (kDiag == 8 && F == WFmt::kFp8Mx && NT == 1 && !kPipe && !kHalf &&
-                               !kXsh && !T::kFp16),
-                "diagonal groups: MXFP8 at one token tile");
+  constexpr int kDiag = (kVar & 1) ? 8 : 0;
+  constexpr bool kQRaw = (kVar & 2) != 0;
+  static_assert(
+      kDiag == 0 || (F == WFmt::kFp8Mx && NT == 1 && !kPipe && !kHalf && !kXsh && !T::kFp16),
+      "diagonal groups: MXFP8 at one token tile");
+  static_assert(!kQRaw || (kF8 && kGroup > 0 && NT == 1 && kWS == 4 && !kPipe && !kHalf && !kXsh),
+                "raw staging: block FP8 / MXFP8 on the 4-warp grid");
 
   extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
@@ -578,6 +588,24 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       const int total = rows * per_row;
       const int part = lane & 3;
       const uint16_t* const x16 = static_cast<const uint16_t*>(p.x);
+      // kQRaw: the rows' BF16 pieces of [c0, c1) (zeros past K) at raw row pitch rp values.
+      [[maybe_unused]] const int64_t rp = (c1 - c0) * kKS;
+      [[maybe_unused]] uint8_t* const xraw = xs + ((sg.bytes + 15) & ~int64_t{15});
+      if constexpr (kQRaw) {
+        const int pieces = static_cast<int>(rp / 8);
+        for (int i = threadIdx.x; i < rows * pieces; i += kThreads) {
+          const int r = i / pieces, c = i - r * pieces;
+          const int64_t k = kbase + c * 8;
+          uint8_t* const d = xraw + (r * rp + c * 8) * 2;
+          if (k < p.K)
+            dec_cp_async16(d, x16 + (tok0 + r) * p.ldx + k);
+          else
+            *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
+        }
+        dec_cp_async_commit();
+        dec_cp_async_wait<0>();
+        __syncthreads();
+      }
       for (int ub = warp * 8; ub < total; ub += kW * 8) {
         const int u = ub + (lane >> 2);
         const bool valid = u < total;
@@ -587,9 +615,15 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
         const uint16_t* const src = x16 + (tok0 + r) * p.ldx + k0;
         uint4 v4[4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i)
-          v4[i] = valid && k0 + 32 * i < p.K ? __ldg(reinterpret_cast<const uint4*>(src + 32 * i))
-                                             : make_uint4(0, 0, 0, 0);
+        for (int i = 0; i < 4; ++i) {
+          if constexpr (kQRaw)
+            v4[i] =
+                valid ? *reinterpret_cast<const uint4*>(xraw + (r * rp + (k0 - kbase) + 32 * i) * 2)
+                      : make_uint4(0, 0, 0, 0);
+          else
+            v4[i] = valid && k0 + 32 * i < p.K ? __ldg(reinterpret_cast<const uint4*>(src + 32 * i))
+                                               : make_uint4(0, 0, 0, 0);
+        }
         uint8_t* const dst = xs + r * sg.pitch_bytes + j * 128 + part * 8;
         if constexpr (kGroup == 128) {
           const uint32_t w[16] = {v4[0].x, v4[0].y, v4[0].z, v4[0].w, v4[1].x, v4[1].y,
