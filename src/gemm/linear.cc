@@ -1847,6 +1847,12 @@ Plan plan(const Caps& caps) {
             p.decode_stream_vp = vp2;
           }
         }
+        // PROBE (session 28, fp4m1; removed after the measurement): B12X_GEMM_STREAM_STAMP=1
+        // runs the stamped instance of the plan's kernel where one exists (NVFP4 W4A16).
+        if (const char* e = std::getenv("B12X_GEMM_STREAM_STAMP");
+            e != nullptr && e[0] == '1' && w4a16 &&
+            lin::stream_stamp_available(wf, c.parts, occ, p.decode_stream_var))
+          p.decode_stream_var |= lin::kStreamVarStamp;
         // MXFP4's variant-free instances take fold-free weights only (session 21 removed the
         // fold's, reached by knobs alone): such a plan runs other weights on the decode kernel,
         // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.
