@@ -180,6 +180,7 @@ struct DecodeKnobs {
   int fc2_kil = -1;    ///< B12X_MOE_FC2_KIL 0|1: FC2 warps take every kW-th chunk (-1: rule)
   int fc2_rows = 0;    ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (0: rule, 2-8 tokens)
   int fc2_dsmem = 1;   ///< B12X_MOE_FC2_CLUSTER 0|1|2: FC2 split 2 (1) / any (2) as a cluster
+  int fc2_dec = 0;     ///< B12X_MOE_FC2_DEC 0..3: fc1_dec's decode in the 3-stage 32-row FC2
 };
 
 /// @brief Runtime capacities.

@@ -630,6 +630,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
   knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1, 2}, "0, 1, 2", not_stream);
+  knob(k.fc2_dec, "B12X_MOE_FC2_DEC", {0, 1, 2, 3}, "0, 1, 2, 3", not_stream);
   return k;
 }
 }  // namespace detail
@@ -886,6 +887,7 @@ Plan plan(const Caps& caps) {
       sig << " q_lean";
     // FC1's FP4 decode with shifts on the FMA pipe (DecodeKnobs::fc1_dec probe, session 28).
     if (stream && p.knobs.fc1_dec != 0) sig << " fc1_dec=" << p.knobs.fc1_dec;
+    if (stream && p.knobs.fc2_dec != 0) sig << " fc2_dec=" << p.knobs.fc2_dec;
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

@@ -67,9 +67,9 @@ bool refill_tiled(const WeightView& w) {
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
-          bool kKil = false, bool kTR = false>
+          bool kKil = false, bool kTR = false, int kDec = 0>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, kTR>;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, kTR, kDec>;
   {  // the largest shared memory this instance is launched with, once per device
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
     const int max_tokens = kR == 32             ? DecodeCfg::kFc2Rows32MaxTokens
@@ -96,6 +96,18 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
     launch_k(k, grid, dim3(32 * kW), smem, stream, pdl, b);
   }
   B12X_CUDA_CHECK_LAUNCH();
+}
+
+// Calls fn(std::integral_constant<int, d>) with d = dec (0..3) where kOk, else d = 0: the
+// probe knobs fc1_dec / fc2_dec name a kernel's fp4x2_bf16_dec form (moe_decode.cuh).
+template <bool kOk, typename Fn>
+void with_dec(int dec, Fn&& fn) {
+  if constexpr (kOk) {
+    if (dec == 1) return fn(std::integral_constant<int, 1>{});
+    if (dec == 2) return fn(std::integral_constant<int, 2>{});
+    if (dec == 3) return fn(std::integral_constant<int, 3>{});
+  }
+  fn(std::integral_constant<int, 0>{});
 }
 
 // pdl1: FC1's programmatic edge (off after a memset node). Launches with more than
@@ -141,19 +153,10 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
   } else if (a.fc1_groups == 2) {  // decode_fc1_last: always the last-warp tile ends here
     // DecodeKnobs::fc1_dec (probe, session 28): the FP4 decode's shifts on the FMA pipe
     // (fp4x2_bf16_dec), in the last-warp two-group FC1 of the one-multiply fold only.
-    constexpr bool kDecOk = kTR && kFold;
-    if (kDecOk && kn.fc1_dec == 1)
+    with_dec<kTR && kFold>(kn.fc1_dec, [&](auto d) {
       launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTR,
-                 kDecOk ? 1 : 0>(a, kn, stream, pdl1);
-    else if (kDecOk && kn.fc1_dec == 2)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTR,
-                 kDecOk ? 2 : 0>(a, kn, stream, pdl1);
-    else if (kDecOk && kn.fc1_dec == 3)
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTR,
-                 kDecOk ? 3 : 0>(a, kn, stream, pdl1);
-    else
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTR>(a, kn, stream,
-                                                                                     pdl1);
+                 decltype(d)::value>(a, kn, stream, pdl1);
+    });
   } else {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, false, false, kTR>(a, kn, stream,
                                                                                     pdl1);
@@ -166,9 +169,14 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       if (a.fc2_stages32 == 2)  // decode_fc2_stages32
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kTR>(a, stream, pdl);
       else if (a.fc2_kil != 0)
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTR>(a, stream, pdl);
-      else
-        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTR>(a, stream, pdl);
+        with_dec<kTR && kFold>(kn.fc2_dec, [&](auto d) {
+          launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTR, decltype(d)::value>(a, stream, pdl);
+        });
+      else  // DecodeKnobs::fc2_dec (probe, session 28): fc1_dec's decode in the 3-stage CTA
+        with_dec<kTR && kFold>(kn.fc2_dec, [&](auto d) {
+          launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTR, decltype(d)::value>(a, stream,
+                                                                                     pdl);
+        });
       return;
     }
   }

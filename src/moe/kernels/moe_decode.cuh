@@ -1161,7 +1161,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // kKil: the K-interleaved warp chunks of DecodeArgs::fc2_kil (8 warps x 3 stages, narrow
 // routing; a template constant, so the contiguous ranges' code is unchanged).
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
-          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kTR = false>
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kTR = false, int kDec = 0>
 __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
@@ -1301,7 +1301,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     __syncwarp();
     const int slot = ring_slot;
     ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
-    stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t);
+    stage_mma<OpT, kFold, kSK, kM, kDec>(ring + slot * kStage, acc, g, t);
     __syncwarp();
     if (c + kS < n_my) {
       issue(slot, nsrc, ni.k, true, true);
