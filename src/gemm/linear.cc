@@ -1910,8 +1910,12 @@ Plan plan(const Caps& caps) {
       force_split = std::atoi(e);
     const char* pe = std::getenv("B12X_GEMM_STREAM_PREPASS_PDL");
     p.stream_rows_pdl = !(pe != nullptr && pe[0] == '0');
+    // =1: W4A4's NVFP4 activations converted in the blocks (168, no pre-pass); =2: after the
+    // BF16 pre-pass (128).
     const char* ej = std::getenv("B12X_GEMM_STREAM_ROWS_JIT");
-    const int rvar = ej != nullptr && ej[0] == '1' ? 128 : 0;
+    const int rvar = ej == nullptr || (ej[0] != '1' && ej[0] != '2')       ? 0
+                     : ej[0] == '1' && caps.format == LinearFormat::kNvfp4 ? 168
+                                                                           : 128;
     // The shuffled splats (default since round 53): W4A16 M = 2 / 4 9.10 / 9.27, 16.22 / 16.40,
     // 18.99 / 19.43, 11.15 / 11.37 -> 8.72 / 8.82, 15.12 / 15.27, 17.95 / 18.39, 10.66 / 10.84
     // us (4096x4096, 14336x4096, 4096x14336, 6144x4096; W4A4 17.09 -> 16.06 at 14336x4096 M = 2);
@@ -2864,8 +2868,13 @@ void run(const Binding& b, Stream stream) {
     // The M = 1 stream kernel with the conversion in its staging (Plan::decode_stream_var & 8).
     const bool m1_qx = (plan.decode_stream_var & 8) && plan.decode_stream_parts > 0 && !tiled &&
                        M == 1 && (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4);
+    // The 4-row kernel converting NVFP4 activations in its blocks (probe, Plan::stream_rows_var
+    // 168).
+    const bool rows_qf = (plan.stream_rows_var & 8) && plan.stream_rows_parts > 0 && !tiled &&
+                         M >= 2 && M <= 4 && f == LinearFormat::kNvfp4 &&
+                         !(M >= s16_min_m(plan) && plan.stream16_tw > 0);
     const bool prepass = plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold) &&
-                         !s16_qx && !m1_qx && !s16_qa;
+                         !s16_qx && !m1_qx && !s16_qa && !rows_qf;
     // s16_qa's NVFP4 values come times 2^-7 (nvfp4x8_bf16_e7): the outputs and partials times 2^7.
     if (s16_qa && f == LinearFormat::kNvfp4) p.out_mult *= 128.f;
     uint16_t* const act_out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
@@ -3149,7 +3158,9 @@ void run(const Binding& b, Stream stream) {
                               plan.decode_stream_ctas, plan.decode_stream_smem, p, stream, 1);
     return;
   }
-  if (M >= 2 && M <= 4 && plan.stream_rows_parts > 0 && p.act_kind == lin::kActRaw16 &&
+  if (M >= 2 && M <= 4 && plan.stream_rows_parts > 0 &&
+      (p.act_kind == lin::kActRaw16 ||
+       ((plan.stream_rows_var & 8) && p.act_kind == lin::kActNvfp4)) &&
       p.xs_kind == lin::kXsNone) {
     p.split = plan.stream_rows_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;

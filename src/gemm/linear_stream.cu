@@ -164,10 +164,13 @@ StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool mx_fr
   if (var == kStreamVarLate && f == WFmt::kMxfp4 && !mx_free)
     return pick_stream(f, fp16, parts, occ, rows, mx_free);
   // PROBE (session 28, B12X_GEMM_STREAM_ROWS_JIT): 4 rows on the per-warp activation blocks
-  // (kJit), NVFP4 at the 2-CTA cap, 4 / 8 parts.
-  if (rows == 4 && var == 128 && f == WFmt::kNvfp4 && occ == 2)
-    return parts == 8   ? &linear_stream_kernel<8, 2, 4, false, false, 128>
-           : parts == 4 ? &linear_stream_kernel<4, 2, 4, false, false, 128>
+  // (kJit; 168: W4A4's NVFP4 activations converted in them, no pre-pass), NVFP4 at the 2-CTA cap,
+  // 4 / 8 parts.
+  if (rows == 4 && f == WFmt::kNvfp4 && occ == 2 && (var == 128 || var == 168))
+    return parts == 8   ? (var == 128 ? &linear_stream_kernel<8, 2, 4, false, false, 128>
+                                      : &linear_stream_kernel<8, 2, 4, false, false, 168>)
+           : parts == 4 ? (var == 128 ? &linear_stream_kernel<4, 2, 4, false, false, 128>
+                                      : &linear_stream_kernel<4, 2, 4, false, false, 168>)
                         : nullptr;
   if (var != 0) return rows == 1 ? stream_var_fn(f, parts, occ, var, mx_free) : nullptr;
   if (f == WFmt::kMxfp4) {
@@ -490,7 +493,7 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows, " var=", p.stream_var);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);
-  const bool qx = rows == 1 && (p.stream_var & 8);
+  const bool qx = (p.stream_var & 8) != 0;
   const int act_kind = qx ? (f == WFmt::kMxfp4 ? kActMxfp4 : kActNvfp4) : kActRaw16;
   const int xs_kind = qx && f == WFmt::kMxfp4 ? kXsE8m0Swz : kXsNone;
   B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == act_kind && p.xs_kind == xs_kind &&

@@ -190,8 +190,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(kVar == 0 ||
                     (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128 & ~kStreamVarLate &
                                              ~kStreamVarHalf) == 0)) ||
-                    (kRows == 4 && (kVar == 128 || kVar == 192)),
-                "kVar: M = 1; MXFP4 with kQf only; 4 rows: the per-warp blocks (kJit, kLean)");
+                    (kRows == 4 && !kMx && (kVar == 128 || kVar == 168)),
+                "kVar: M = 1; MXFP4 with kQf only; 4 rows: NVFP4's per-warp blocks (kJit, kQf)");
   // kMxS (session 26, every fold-free MXFP4 instance): each lane builds both atoms' splat pairs
   // of a vector from the scale words by integer arithmetic (one PRMT, a mask and one IMAD per
   // atom, 2 ops for code 255's NaN) instead of atom t / 2's by compares and selects and the quad's
@@ -314,10 +314,21 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   auto load_xrows = [&](int64_t kb) {
     if constexpr (kJit && kRows > 1) {
 #pragma unroll
-      for (int r = 1; r < kRows; ++r)
-        nar[r - 1] =
-            r < p.M ? stream_x8(p, static_cast<const uint16_t*>(p.x) + r * p.ldx, kb + 8 * lane)
-                    : make_uint4(0, 0, 0, 0);
+      for (int r = 1; r < kRows; ++r) {
+        if constexpr (kQf) {
+          // Row r's bytes and its 128x4-swizzled scale bytes (rows < 32: r x 16 further).
+          StreamQLane q = xql;
+          q.xb += r * p.ldx_bytes;
+          q.xs += r * 16;
+          uint4 v = make_uint4(0, 0, 0, 0);
+          if (r < p.M) stream_q8_at<kMx>(q, xjq4 && (p.ldx_bytes & 3) == 0, kb, v.x, v.y);
+          nar[r - 1] = v;
+        } else {
+          nar[r - 1] =
+              r < p.M ? stream_x8(p, static_cast<const uint16_t*>(p.x) + r * p.ldx, kb + 8 * lane)
+                      : make_uint4(0, 0, 0, 0);
+        }
+      }
     }
   };
   auto issue = [&](uint4& s, int j) {
@@ -672,7 +683,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           // stream_xpos_rows), so the reads below are the staged kernel's.
 #pragma unroll
           for (int r = 0; r < kRows; ++r) {
-            const uint4 v = r == 0 ? na : nar[r - 1];
+            uint4 v = na;
+            if (r > 0) {
+              v = nar[r - 1];
+              if constexpr (kQf) v = nvfp4x8_bf16_e7(v.x, v.y);
+            }
             uint32_t* const d =
                 reinterpret_cast<uint32_t*>(xw + stream_xpos_rows<kRows>(8 * lane, r) * 2);
             d[0] = v.x;
