@@ -1847,6 +1847,13 @@ Plan plan(const Caps& caps) {
             p.decode_stream_vp = vp2;
           }
         }
+        // PROBE (session 28, fp4m1): B12X_GEMM_STREAM_RF=1, the 8-part 2-CTA blocks' next
+        // requests before each block's activation store (kStreamVarRf), where an instance exists
+        // (128 / 168: no late requests, no HALF; MXFP4 fold-free weights).
+        if (const char* e = std::getenv("B12X_GEMM_STREAM_RF");
+            e != nullptr && e[0] == '1' && occ == 2 && c.parts == 8 &&
+            lin::stream_rf_available(wf, c.parts, occ, p.decode_stream_var, true))
+          p.decode_stream_var |= lin::kStreamVarRf;
         // PROBE (session 28, fp4m1; removed after the measurement): B12X_GEMM_STREAM_STAMP=1
         // runs the stamped instance of the plan's kernel where one exists (NVFP4 W4A16).
         if (const char* e = std::getenv("B12X_GEMM_STREAM_STAMP");

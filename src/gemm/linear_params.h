@@ -90,6 +90,10 @@ inline constexpr int kStreamVarHalf = 8192;
 /// M = 1 stream kernel's %globaltimer stamps per CTA (B12X_GEMM_STREAM_STAMP=1; NVFP4 W4A16's
 /// 2-part staging and 8-part blocks only; linear_stream_kernel's kStamp).
 inline constexpr int kStreamVarStamp = 16384;
+/// PROBE (session 28, fp4m1): LinearParams::stream_var bit of the M = 1 blocks' requests first
+/// (B12X_GEMM_STREAM_RF=1; linear_stream_kernel's kRf): a block's 4 next ring requests before its
+/// activations are stored.
+inline constexpr int kStreamVarRf = 32768;
 
 /// Activation source kinds of the weight-streaming kernel.
 enum ActSrc : int32_t {

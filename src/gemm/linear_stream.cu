@@ -115,8 +115,26 @@ StreamFn stream_stamp_fn(bool mx, int parts, int occ, int base) {
              : nullptr;
 }
 
+/// PROBE (session 28, fp4m1): the blocks' requests first (kStreamVarRf) on the 8-part 2-CTA
+/// blocks without late requests or HALF (2048x7168's grid for all four formats): NVFP4 W4A16 128,
+/// W4A4 168, fold-free MXFP4 W4A16 128 / W4A4 168.
+StreamFn stream_rf_fn(bool mx, bool mx_free, int parts, int occ, int base) {
+  constexpr int R = kStreamVarRf;
+  if (parts != 8 || occ != 2 || (mx && !mx_free)) return nullptr;
+  if (base == 128)
+    return mx ? &linear_stream_kernel<8, 2, 1, true, true, R | 128>
+              : &linear_stream_kernel<8, 2, 1, false, false, R | 128>;
+  if (base == 168)
+    return mx ? &linear_stream_kernel<8, 2, 1, true, true, R | 168>
+              : &linear_stream_kernel<8, 2, 1, false, false, R | 168>;
+  return nullptr;
+}
+
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
+  if (var & kStreamVarRf)  // MXFP4's fold weights run the plan's own variant
+    return mx && !mx_free ? stream_var_fn(f, parts, occ, var & ~kStreamVarRf, mx_free)
+                          : stream_rf_fn(mx, mx_free, parts, occ, var & ~kStreamVarRf);
   if (var & kStreamVarStamp) return stream_stamp_fn(mx, parts, occ, var & ~kStreamVarStamp);
   if (var & kStreamVarHalf) return stream_half_fn(mx, mx_free, parts, occ, var & ~kStreamVarHalf);
   if (var & kStreamVarLate) {
@@ -459,6 +477,11 @@ bool stream_half_available(WFmt f, int parts, int occ, int var, bool mx_free) {
 
 bool stream_stamp_available(WFmt f, int parts, int occ, int var) {
   return f == WFmt::kNvfp4 && stream_var_fn(f, parts, occ, var | kStreamVarStamp, false) != nullptr;
+}
+
+bool stream_rf_available(WFmt f, int parts, int occ, int var, bool mx_free) {
+  return (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
+         stream_var_fn(f, parts, occ, var | kStreamVarRf, mx_free) != nullptr;
 }
 
 bool stream_qs_available(int parts, int occ) {

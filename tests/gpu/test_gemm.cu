@@ -1898,6 +1898,36 @@ TEST(GemmGpu, DecodeStreamHalf) {
                        false);
 }
 
+TEST(GemmGpu, DecodeStreamRf) {
+  // PROBE (session 28, fp4m1; B12X_GEMM_STREAM_RF=1, var bit 32768): the 8-part 2-CTA blocks
+  // with each block's next ring requests before its activation store, all four formats (MXFP4
+  // fold-free; a code 136 keeps the fold's plain blocks for W4A4): K = 7168 (2048x7168's
+  // parts), 3040 (the last vector past K), N = 72 / 200, bias, an FP16 output, graphs.
+  B12X_REQUIRE_GPU();
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
+      el("B12X_GEMM_STREAM_LATE", "0"), eh("B12X_GEMM_STREAM_HALF", "0"),
+      er("B12X_GEMM_STREAM_RF", "1"), ep("B12X_GEMM_STREAM_PARTS", "8"),
+      eo("B12X_GEMM_STREAM_OCC", "2");
+  const LinearFormat fmts[] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4};
+  int k = 0;
+  for (const LinearFormat f : fmts) {
+    const bool mx = f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4;
+    MxCodeTweak tw(0);
+    for (const int64_t K : {7168, 3040}) {
+      const int64_t N = (k % 2) ? 72 : 200;
+      EXPECT_NE(plan_m1(f, N, K).decode_stream_var & gemm::lin::kStreamVarRf, 0) << k;
+      expect_stream_launch(
+          {f, 1, N, K, DType::kBF16, k == 5 ? DType::kFP16 : DType::kBF16, (k % 2) == 0},
+          /*graph=*/k % 3 == 1, mx);
+      ++k;
+    }
+  }
+  MxCodeTweak tw(136);
+  expect_stream_launch({LinearFormat::kMxfp4, 1, 200, 7168, DType::kBF16, DType::kBF16, true}, true,
+                       false);
+}
+
 TEST(GemmGpu, DecodeStreamJit) {
   // Session 19: the M = 1 kernel without the CTA's staging of the whole K, each warp loading its
   // blocks' activations one block ahead into its own buffer (var 128), default where each warp

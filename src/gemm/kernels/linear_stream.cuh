@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(kVar == 0 ||
                     (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128 & ~kStreamVarLate &
-                                             ~kStreamVarHalf) == 0)) ||
+                                             ~kStreamVarHalf & ~kStreamVarRf) == 0)) ||
                     (kRows == 4 && !kMx && (kVar == 128 || kVar == 168)),
                 "kVar: M = 1; MXFP4 with kQf only; 4 rows: NVFP4's per-warp blocks (kJit, kQf)");
   // kMxS (session 26, every fold-free MXFP4 instance): each lane builds both atoms' splat pairs
@@ -225,6 +225,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       stl = atomicAdd(&g_m1_stamp_ctr, 1ull) / gridDim.x;
     }
   }
+  // PROBE (session 28, fp4m1; bit 32768, B12X_GEMM_STREAM_RF=1): each block's 4 next ring
+  // requests before its activations are stored to the warp's buffer (the blocks, kJit): the
+  // default issues slot j's request in vector j's step, after the store, which waits for the
+  // block's activation load (after griddep_wait, one L2 round trip with no weight request in
+  // flight beyond the ring's first block).
+  constexpr bool kRf = (kVar & kStreamVarRf) != 0;
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
   // kQf (bit 32, session 20; kQx): the conversion by BF16 pair arithmetic, NVFP4 into activations
@@ -239,6 +245,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kLean || kJit, "kLean: with the per-warp blocks");
   static_assert(!kHalf || (kJit && kParts == 8 && !kLean && !kLate),
                 "kHalf: the 8-part 2-CTA blocks, requests before the decode");
+  static_assert(!kRf || (kJit && kRows == 1 && !kHalf && !kLate && !kLean),
+                "kRf: the M = 1 blocks, requests at the vector's step otherwise");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || kQx, "kQf: FP4 activations converted by pair arithmetic");
   static_assert(!kQx || kQf || (!kJit && !kMx), "the blocks and MXFP4 convert FP4 by kQf only");
@@ -662,28 +670,39 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         cb0 = nb0;
         cb1 = nb1;
       }
+      // kRf: the block's next requests (issue(0) also requests the next block's activations
+      // into na) go out before this block's activations are stored, which waits for their load.
+      uint4 xcur = na;
+      uint4 rcur[kRf ? kDepth : 1];
+      if constexpr (kRf) {
+#pragma unroll
+        for (int j = 0; j < kDepth; ++j) {
+          rcur[j] = ring[j];
+          issue(ring[j], j);
+        }
+      }
       if constexpr (kJit) {
         // The block's activations into the warp's buffer in lane order (the staging's layout),
         // after every lane has read the previous block's.
         __syncwarp();
         if constexpr (kQf && kMx)
-          na = mxfp4x8_bf16(na.x, na.y);
+          xcur = mxfp4x8_bf16(xcur.x, xcur.y);
         else if constexpr (kQf)
-          na = nvfp4x8_bf16_e7(na.x, na.y);
+          xcur = nvfp4x8_bf16_e7(xcur.x, xcur.y);
         else if constexpr (kQx)
-          na = nvfp4x8_bf16(na.x, fmt::ue4m3_to_float(na.y));
+          xcur = nvfp4x8_bf16(xcur.x, fmt::ue4m3_to_float(xcur.y));
         if constexpr (kRows == 1) {
           uint32_t* const d = reinterpret_cast<uint32_t*>(xw + stream_xpos(8 * lane) * 2);
-          d[0] = na.x;
-          d[8] = na.y;
-          d[16] = na.z;
-          d[24] = na.w;
+          d[0] = xcur.x;
+          d[8] = xcur.y;
+          d[16] = xcur.z;
+          d[24] = xcur.w;
         } else {
           // The block's 4 rows in the staging's layout of one 4-vector range (see
           // stream_xpos_rows), so the reads below are the staged kernel's.
 #pragma unroll
           for (int r = 0; r < kRows; ++r) {
-            uint4 v = na;
+            uint4 v = xcur;
             if (r > 0) {
               v = nar[r - 1];
               if constexpr (kQf) v = nvfp4x8_bf16_e7(v.x, v.y);
@@ -713,6 +732,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
 #pragma unroll
         for (int j = 0; j < kDepth; ++j)
           if (j < 2 || v0 + 2 < vp) vec(cur[j], j, false);
+      } else if constexpr (kRf) {
+#pragma unroll
+        for (int j = 0; j < kDepth; ++j) vec(rcur[j], j, false);
       } else {
 #pragma unroll
         for (int j = 0; j < kDepth; ++j) vec(ring[j], j, true);
