@@ -1854,6 +1854,13 @@ Plan plan(const Caps& caps) {
             e != nullptr && e[0] == '1' && occ == 2 && c.parts == 8 &&
             lin::stream_rf_available(wf, c.parts, occ, p.decode_stream_var, true))
           p.decode_stream_var |= lin::kStreamVarRf;
+        // PROBE (session 28, fp4m1): B12X_GEMM_STREAM_RS=1, the 2-part CTA staging with each
+        // warp's second weight block requested before griddep_wait (kStreamVarRs), where an
+        // instance exists.
+        if (const char* e = std::getenv("B12X_GEMM_STREAM_RS");
+            e != nullptr && e[0] == '1' && occ == 2 && c.parts == 2 &&
+            lin::stream_rs_available(wf, c.parts, occ, p.decode_stream_var))
+          p.decode_stream_var |= lin::kStreamVarRs;
         // PROBE (session 28, fp4m1; removed after the measurement): B12X_GEMM_STREAM_STAMP=1
         // runs the stamped instance of the plan's kernel where one exists (NVFP4 W4A16).
         if (const char* e = std::getenv("B12X_GEMM_STREAM_STAMP");

@@ -94,6 +94,9 @@ inline constexpr int kStreamVarStamp = 16384;
 /// (B12X_GEMM_STREAM_RF=1; linear_stream_kernel's kRf): a block's 4 next ring requests before its
 /// activations are stored.
 inline constexpr int kStreamVarRf = 32768;
+/// PROBE (session 28, fp4m1): LinearParams::stream_var bit of the M = 1 CTA staging's second
+/// weight block requested before griddep_wait (B12X_GEMM_STREAM_RS=1; linear_stream_kernel's kRs).
+inline constexpr int kStreamVarRs = 65536;
 
 /// Activation source kinds of the weight-streaming kernel.
 enum ActSrc : int32_t {

@@ -130,8 +130,24 @@ StreamFn stream_rf_fn(bool mx, bool mx_free, int parts, int occ, int base) {
   return nullptr;
 }
 
+/// PROBE (session 28, fp4m1): the 2-part CTA staging with the second weight block requested
+/// before griddep_wait (kStreamVarRs; 14336x4096's plans): NVFP4 W4A16 0 / W4A4 40, fold-free MXFP4
+/// W4A16 0 / W4A4 40 | late.
+StreamFn stream_rs_fn(bool mx, bool mx_free, int parts, int occ, int base) {
+  constexpr int R = kStreamVarRs, L = kStreamVarLate;
+  if (parts != 2 || occ != 2 || (mx && !mx_free)) return nullptr;
+  if (!mx)
+    return base == 0    ? &linear_stream_kernel<2, 2, 1, false, false, R>
+           : base == 40 ? &linear_stream_kernel<2, 2, 1, false, false, R | 40>
+                        : nullptr;
+  return base == 0          ? &linear_stream_kernel<2, 2, 1, true, true, R>
+         : base == (L | 40) ? &linear_stream_kernel<2, 2, 1, true, true, R | L | 40>
+                            : nullptr;
+}
+
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
+  if (var & kStreamVarRs) return stream_rs_fn(mx, mx_free, parts, occ, var & ~kStreamVarRs);
   if (var & kStreamVarRf)  // MXFP4's fold weights run the plan's own variant
     return mx && !mx_free ? stream_var_fn(f, parts, occ, var & ~kStreamVarRf, mx_free)
                           : stream_rf_fn(mx, mx_free, parts, occ, var & ~kStreamVarRf);
@@ -179,6 +195,8 @@ StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool mx_free = false,
                      int var = 0) {
   if (fp16) return nullptr;
+  if ((var & kStreamVarRs) && f == WFmt::kMxfp4 && !mx_free)  // the plan's own variant
+    return pick_stream(f, fp16, parts, occ, rows, mx_free, var & ~kStreamVarRs);
   if (var == kStreamVarLate && f == WFmt::kMxfp4 && !mx_free)
     return pick_stream(f, fp16, parts, occ, rows, mx_free);
   // PROBE (session 28, B12X_GEMM_STREAM_ROWS_JIT): 4 rows on the per-warp activation blocks
@@ -482,6 +500,11 @@ bool stream_stamp_available(WFmt f, int parts, int occ, int var) {
 bool stream_rf_available(WFmt f, int parts, int occ, int var, bool mx_free) {
   return (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
          stream_var_fn(f, parts, occ, var | kStreamVarRf, mx_free) != nullptr;
+}
+
+bool stream_rs_available(WFmt f, int parts, int occ, int var) {
+  return (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
+         stream_var_fn(f, parts, occ, var | kStreamVarRs, true) != nullptr;
 }
 
 bool stream_qs_available(int parts, int occ) {

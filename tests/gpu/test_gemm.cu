@@ -1898,6 +1898,37 @@ TEST(GemmGpu, DecodeStreamHalf) {
                        false);
 }
 
+TEST(GemmGpu, DecodeStreamRs) {
+  // PROBE (session 28, fp4m1; B12X_GEMM_STREAM_RS=1, var bit 65536): the 2-part CTA staging with
+  // each warp's second weight block requested before griddep_wait (the loop's first block from
+  // the saved one), all four formats (MXFP4 fold-free; W4A4 on the QS staging, MXFP4's late): K =
+  // 4096, 1312 (a part's last block short), 544 (parts of 8 and 1 vectors), N = 72 / 200, bias, an
+  // FP16 output, graphs; a code 136 keeps MXFP4 W4A4's own variant.
+  B12X_REQUIRE_GPU();
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
+      el("B12X_GEMM_STREAM_LATE", "1"), eq("B12X_GEMM_STREAM_QS", "1"),
+      er("B12X_GEMM_STREAM_RS", "1"), ep("B12X_GEMM_STREAM_PARTS", "2"),
+      eo("B12X_GEMM_STREAM_OCC", "2");
+  const LinearFormat fmts[] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4};
+  int k = 0;
+  for (const LinearFormat f : fmts) {
+    const bool mx = f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4;
+    MxCodeTweak tw(0);
+    for (const int64_t K : {4096, 1312, 544}) {
+      const int64_t N = (k % 2) ? 72 : 200;
+      EXPECT_NE(plan_m1(f, N, K).decode_stream_var & gemm::lin::kStreamVarRs, 0) << k;
+      expect_stream_launch(
+          {f, 1, N, K, DType::kBF16, k == 5 ? DType::kFP16 : DType::kBF16, (k % 2) == 0},
+          /*graph=*/k % 3 == 1, mx);
+      ++k;
+    }
+  }
+  MxCodeTweak tw(136);
+  expect_stream_launch({LinearFormat::kMxfp4, 1, 200, 4096, DType::kBF16, DType::kBF16, true}, true,
+                       false);
+}
+
 TEST(GemmGpu, DecodeStreamRf) {
   // PROBE (session 28, fp4m1; B12X_GEMM_STREAM_RF=1, var bit 32768): the 8-part 2-CTA blocks
   // with each block's next ring requests before its activation store, all four formats (MXFP4
