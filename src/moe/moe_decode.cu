@@ -98,14 +98,14 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
   B12X_CUDA_CHECK_LAUNCH();
 }
 
-// Calls fn(std::integral_constant<int, d>) with d = dec (0..3) where kOk, else d = 0: the
+// Calls fn(std::integral_constant<int, d>) with d = dec (0, 4, 8, 12) where kOk, else d = 0: the
 // probe knobs fc1_dec / fc2_dec name a kernel's fp4x2_bf16_dec form (moe_decode.cuh).
 template <bool kOk, typename Fn>
 void with_dec(int dec, Fn&& fn) {
   if constexpr (kOk) {
-    if (dec == 1) return fn(std::integral_constant<int, 1>{});
-    if (dec == 2) return fn(std::integral_constant<int, 2>{});
-    if (dec == 3) return fn(std::integral_constant<int, 3>{});
+    if (dec == 4) return fn(std::integral_constant<int, 4>{});
+    if (dec == 8) return fn(std::integral_constant<int, 8>{});
+    if (dec == 12) return fn(std::integral_constant<int, 12>{});
   }
   fn(std::integral_constant<int, 0>{});
 }
@@ -151,7 +151,7 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, false, false, kTR>(
         a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {  // decode_fc1_last: always the last-warp tile ends here
-    // DecodeKnobs::fc1_dec (probe, session 28): the FP4 decode's shifts on the FMA pipe
+    // DecodeKnobs::fc1_dec (probe, session 28): the FP4 decode's left shifts on the ALU pipe
     // (fp4x2_bf16_dec), in the last-warp two-group FC1 of the one-multiply fold only.
     with_dec<kTR && kFold>(kn.fc1_dec, [&](auto d) {
       launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTR,

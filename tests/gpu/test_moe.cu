@@ -906,13 +906,13 @@ void expect_probe_bit_equal(const Problem& P, const Knobs& knobs,
   check_against_reference(Q, G.as_float(out), 0.9999);
 }
 
-TEST(MoeGpu, DecodeStreamDecodeOnFmaPipe) {
+TEST(MoeGpu, DecodeStreamDecodeShiftsOnAluPipe) {
   B12X_REQUIRE_GPU();
-  // FC1's FP4 decode with its shifts on the FMA pipe (DecodeKnobs::fc1_dec, B12X_MOE_FC1_DEC read
-  // by plan; the last-warp two-group FC1 with BF16 operands and UE4M3 scales): the same operand
-  // bits, so the outputs equal the ALU form's. Two groups forced as in the test above; nvfp4 SiLU
-  // and BF16 w4a16, each variant, and a graph replay with new routes for both shifts moved; the
-  // same in the 3-stage 32-row FC2 (B12X_MOE_FC2_DEC).
+  // FC1's FP4 decode with its left shifts on the ALU pipe (DecodeKnobs::fc1_dec, B12X_MOE_FC1_DEC
+  // read by plan; the last-warp two-group FC1 with BF16 operands and UE4M3 scales): the same
+  // operand bits, so the outputs equal the default's. Two groups forced as in the test above; nvfp4
+  // SiLU and BF16 w4a16, each variant, and a graph replay with new routes for both shifts moved;
+  // the same in the 3-stage 32-row FC2 (B12X_MOE_FC2_DEC).
   const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
                        Activation::kSilu};
   const Knobs two{{"B12X_MOE_FC1_KG", "2"},
@@ -923,18 +923,18 @@ TEST(MoeGpu, DecodeStreamDecodeOnFmaPipe) {
     Problem P;
     P.make(fp4_variant_case(v, 64, 2048, 256, 8, 8, 1));
     SCOPED_TRACE(P.c.name());
-    for (const char* d : {"1", "2", "3"})
-      expect_probe_bit_equal(P, two, {"B12X_MOE_FC1_DEC", d}, "FC1 decode on the FMA pipe",
-                             d[0] == '3');
+    for (const char* d : {"4", "8", "12"})
+      expect_probe_bit_equal(P, two, {"B12X_MOE_FC1_DEC", d}, "FC1 decode shifts on the ALU pipe",
+                             d[0] == '1');
     // The 3-stage 32-row FC2 (B12X_MOE_FC2_DEC), with contiguous and K-interleaved warp chunks.
     for (const char* kil : {"0", "1"}) {
       Knobs f2 = two;
       f2.push_back({"B12X_MOE_FC2_ROWS", "32"});
       f2.push_back({"B12X_MOE_FC2_STAGES", "3"});
       f2.push_back({"B12X_MOE_FC2_KIL", kil});
-      for (const char* d : {"1", "2", "3"})
-        expect_probe_bit_equal(P, f2, {"B12X_MOE_FC2_DEC", d}, "FC2 decode on the FMA pipe",
-                               d[0] == '3' && kil[0] == '1');
+      for (const char* d : {"4", "8", "12"})
+        expect_probe_bit_equal(P, f2, {"B12X_MOE_FC2_DEC", d}, "FC2 decode shifts on the ALU pipe",
+                               d[0] == '1' && kil[0] == '1');
     }
   }
 }

@@ -506,25 +506,19 @@ __device__ __forceinline__ uint32_t mul2_half(uint32_t a, uint32_t b) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-/// fmt::fp4_lin_bits<false, P> (BF16) with kDec's shifts on the FMA pipe instead of the ALU pipe
-/// (FC1 is issue-bound with the ALU pipe the throttle: 5 LOP3 + 2 SHF of a word's 9 decode
-/// operations ran there). bit 1: pair 2's rotation by 12 as the two halves of one 64-bit
-/// IMAD.WIDE.U32 (w * 2^12: low word w << 12, high word w >> 20), OR-ed inside the mask's LOP3;
-/// bit 2: pair 3's w >> 6 as IMAD.HI.U32 (w * 2^26). Written as PTX multiplies: ptxas keeps a PTX
-/// mul by a power of two as an IMAD, while C++ shifts / rotations become SHF. Same bits.
+/// fmt::fp4_lin_bits<false, P> (BF16) with kDec's left shifts on the ALU pipe (SHF.L.W from a
+/// PTX funnel shift) where ptxas issues IMAD.SHL (FMA pipe): bit 4 pair 1's w << 6, bit 8 pair
+/// 3's w << 2. Round 105 moved the other way (pair 2's rotation as IMAD.WIDE, pair 3's >> 6 as
+/// IMAD.HI: 16 or 32 of ~150 ALU instructions per sub-chunk onto the FMA pipe) and lost on every
+/// row (1.005-1.077x): with the FMA pipe that loaded, the reverse move is the open question.
+/// Same bits.
 template <int kDec, int P>
 __device__ __forceinline__ uint32_t fp4x2_bf16_dec(uint32_t w) {
   constexpr uint32_t kT = 0x81C081C0u;
-  if constexpr (P == 2 && (kDec & 1) != 0) {
-    uint32_t lo, hi;
-    asm("{\n\t.reg .u64 p;\n\tmul.wide.u32 p, %2, 4096;\n\tmov.b64 {%0, %1}, p;\n\t}"
-        : "=r"(lo), "=r"(hi)
-        : "r"(w));
-    return (lo | hi) & kT;
-  } else if constexpr (P == 3 && (kDec & 2) != 0) {
-    uint32_t hi;
-    asm("mul.hi.u32 %0, %1, 67108864;" : "=r"(hi) : "r"(w));
-    return ((w << 2) & 0x80C080C0u) | (hi & 0x01000100u);
+  if constexpr ((P == 1 && (kDec & 4) != 0) || (P == 3 && (kDec & 8) != 0)) {
+    uint32_t x;  // w << (P == 1 ? 6 : 2): the high word of (w : 0) << n
+    asm("shf.l.wrap.b32 %0, %1, %2, %3;" : "=r"(x) : "r"(0u), "r"(w), "n"(P == 1 ? 6 : 2));
+    return P == 1 ? x & kT : (x & 0x80C080C0u) | ((w >> 6) & 0x01000100u);
   } else {
     return layout::fp4x2_bf16_bits<P>(w);
   }
