@@ -1851,7 +1851,7 @@ Plan plan(const Caps& caps) {
         // requests before each block's activation store (kStreamVarRf), where an instance exists
         // (128 / 168: no late requests, no HALF; MXFP4 fold-free weights).
         if (const char* e = std::getenv("B12X_GEMM_STREAM_RF");
-            e != nullptr && e[0] == '1' && occ == 2 && c.parts == 8 &&
+            e != nullptr && e[0] == '1' && c.parts == 8 &&
             lin::stream_rf_available(wf, c.parts, occ, p.decode_stream_var, true))
           p.decode_stream_var |= lin::kStreamVarRf;
         // PROBE (session 28, fp4m1): B12X_GEMM_STREAM_RS=1, the 2-part CTA staging with each

@@ -120,7 +120,13 @@ StreamFn stream_stamp_fn(bool mx, int parts, int occ, int base) {
 /// W4A4 168, fold-free MXFP4 W4A16 128 / W4A4 168.
 StreamFn stream_rf_fn(bool mx, bool mx_free, int parts, int occ, int base) {
   constexpr int R = kStreamVarRf;
-  if (parts != 8 || occ != 2 || (mx && !mx_free)) return nullptr;
+  if (parts != 8 || (mx && !mx_free)) return nullptr;
+  if (occ == 3)  // kLean's 3-CTA blocks (6144x4096's NVFP4 plans)
+    return mx            ? nullptr
+           : base == 192 ? &linear_stream_kernel<8, 3, 1, false, false, R | 192>
+           : base == 232 ? &linear_stream_kernel<8, 3, 1, false, false, R | 232>
+                         : nullptr;
+  if (occ != 2) return nullptr;
   if (base == 128)
     return mx ? &linear_stream_kernel<8, 2, 1, true, true, R | 128>
               : &linear_stream_kernel<8, 2, 1, false, false, R | 128>;

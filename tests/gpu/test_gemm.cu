@@ -1893,6 +1893,17 @@ TEST(GemmGpu, DecodeStreamHalf) {
     expect_stream_launch({LinearFormat::kMxfp4, 1, 4096, 7168, DType::kBF16, DType::kBF16, false},
                          false, true);
   }
+  {
+    // kLean's 3-CTA blocks (NVFP4 W4A16 192 / W4A4 232, 6144x4096's plans).
+    ScopedEnv eo3("B12X_GEMM_STREAM_OCC", "3"), ej("B12X_GEMM_STREAM_JIT", "4");
+    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4}) {
+      const int64_t N = (k % 2) ? 72 : 200, K = (k % 2) ? 4096 : 1312;
+      EXPECT_NE(plan_m1(f, N, K).decode_stream_var & gemm::lin::kStreamVarRf, 0) << k;
+      expect_stream_launch({f, 1, N, K, DType::kBF16, DType::kBF16, (k % 2) == 0}, k % 2 == 1,
+                           false);
+      ++k;
+    }
+  }
   MxCodeTweak tw(136);
   expect_stream_launch({LinearFormat::kMxfp4, 1, 200, 7168, DType::kBF16, DType::kBF16, true}, true,
                        false);
@@ -1933,7 +1944,8 @@ TEST(GemmGpu, DecodeStreamRf) {
   // PROBE (session 28, fp4m1; B12X_GEMM_STREAM_RF=1, var bit 32768): the 8-part 2-CTA blocks
   // with each block's next ring requests before its activation store, all four formats (MXFP4
   // fold-free; a code 136 keeps the fold's plain blocks for W4A4): K = 7168 (2048x7168's
-  // parts), 3040 (the last vector past K), N = 72 / 200, bias, an FP16 output, graphs.
+  // parts), 3040 (the last vector past K), N = 72 / 200, bias, an FP16 output, graphs; NVFP4 on
+  // kLean's 3-CTA blocks.
   B12X_REQUIRE_GPU();
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
       el("B12X_GEMM_STREAM_LATE", "0"), eh("B12X_GEMM_STREAM_HALF", "0"),

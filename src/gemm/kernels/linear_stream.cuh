@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kLean || kJit, "kLean: with the per-warp blocks");
   static_assert(!kHalf || (kJit && kParts == 8 && !kLean && !kLate),
                 "kHalf: the 8-part 2-CTA blocks, requests before the decode");
-  static_assert(!kRf || (kJit && kRows == 1 && !kHalf && !kLate && !kLean),
+  static_assert(!kRf || (kJit && kRows == 1 && !kHalf && !kLate),
                 "kRf: the M = 1 blocks, requests at the vector's step otherwise");
   static_assert(!kRs || (!kJit && kRows == 1 && !kHalf && !kRf), "kRs: the M = 1 CTA staging");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
