@@ -10,9 +10,8 @@ namespace b12x::gemm::lin {
 static_assert(kGgmlImmaP2 == imma::kP2 && kGgmlImmaPred == imma::kPred &&
               kGgmlImmaTile == imma::kTile && kGgmlImmaInPlace == imma::kInPlace &&
               kGgmlImmaPeel == imma::kPeel && kGgmlImmaIlv == imma::kIlv &&
-              kGgmlImmaXFirst == imma::kXFirst && kGgmlImmaCTab == imma::kCTab &&
-              kGgmlImmaStamp == imma::kStamp && kGgmlImmaL2 == imma::kL2 &&
-              kGgmlImmaL2Start == imma::kL2Start);
+              kGgmlImmaXFirst == imma::kXFirst && kGgmlImmaPreFill == imma::kPreFill &&
+              kGgmlImmaStamp == imma::kStamp && kGgmlImmaLateTrig == imma::kLateTrig);
 
 namespace {
 
@@ -67,45 +66,36 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   constexpr int k8431 = kIpv | kPeel | kIlv | kXFirst;
   if (M == 1 && xs && var == (kGgmlImmaVar | k8431))
     return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431>;
-  // Session 28 probes (round 105), M = 1: kCTab on the defaults (IQ2_XXS 8451, IQ2_XS 8687),
-  // IQ2_XXS 8323 (kXFirst) and 8431 / 8687 (IQ2_XS's form), kStamp on the defaults (8707 / 8943)
-  // and on kCTab (IQ2_XXS 8963, IQ2_XS 9199); the L2 prefetch kL2 / kL2Start on the defaults
-  // (IQ2_XXS 9219 / 10243, IQ2_XS 9455 / 10479).
+  // Session 28 probes (round 106), M = 1: kPreFill on the defaults (IQ2_XXS 8211, IQ2_XS 8447)
+  // and on IQ2_XXS in IQ2_XS's form (8447), with kLateTrig (IQ2_XXS 9235, IQ2_XS 9471); kStamp on
+  // the defaults (8707 / 8943) and on kPreFill (8723 / 8959).
   if (M == 1) {
-    constexpr int k8195 = kP2 | kPred;
+    constexpr int k8195 = kP2 | kPred, kP = kPreFill;
     if (xs) {
       switch (var - kGgmlImmaVar) {
-        case k8431 | kCTab:
-          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kCTab>;
+        case k8431 | kP:
+          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kP>;
+        case k8431 | kP | kLateTrig:
+          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kP | kLateTrig>;
         case k8431 | kStamp:
           return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kStamp>;
-        case k8431 | kCTab | kStamp:
-          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kCTab | kStamp>;
-        case k8431 | kL2:
-          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kL2>;
-        case k8431 | kL2Start:
-          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kL2Start>;
+        case k8431 | kP | kStamp:
+          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kP | kStamp>;
         default:
           return nullptr;
       }
     }
     switch (var - kGgmlImmaVar) {
-      case k8195 | kXFirst:
-        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kXFirst>;
-      case k8431:
-        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8431>;
-      case k8195 | kCTab:
-        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kCTab>;
-      case k8431 | kCTab:
-        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8431 | kCTab>;
+      case k8195 | kP:
+        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kP>;
+      case k8431 | kP:
+        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8431 | kP>;
+      case k8195 | kP | kLateTrig:
+        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kP | kLateTrig>;
       case k8195 | kStamp:
         return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kStamp>;
-      case k8195 | kCTab | kStamp:
-        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kCTab | kStamp>;
-      case k8195 | kL2:
-        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kL2>;
-      case k8195 | kL2Start:
-        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kL2Start>;
+      case k8195 | kP | kStamp:
+        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kP | kStamp>;
       default:
         return nullptr;
     }

@@ -5112,14 +5112,12 @@ TEST(GemmGpu, GgmlGemvImma) {
 
 TEST(GemmGpu, GgmlGemvImmaProbe) {
   B12X_REQUIRE_GPU();
-  // Session 28's M = 1 probes (round 105): the tables from constant memory (kCTab: IQ2_XXS 8451,
-  // 8687; IQ2_XS 8687), IQ2_XXS with the table words after the first activation load (8323) and
-  // on IQ2_XS's loop (8431), the weights two units ahead requested into L2 (kL2: IQ2_XXS 9219,
-  // IQ2_XS 9455; at kernel start only, kL2Start: 10243, 10479).
+  // Session 28's M = 1 probes (round 106): the tables loaded and stored before
+  // griddepcontrol.wait (kPreFill: IQ2_XXS 8211 and 8447 (IQ2_XS's form), IQ2_XS 8447), with the
+  // dependents launched at the end (kLateTrig: IQ2_XXS 9235, IQ2_XS 9471).
   ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (const char* v : {"8323", "8431", "8451", "8687", "9219", "10243"})
-    imma_m1_cases(LinearFormat::kIq2Xxs, v, 16);
-  for (const char* v : {"8687", "9455", "10479"}) imma_m1_cases(LinearFormat::kIq2Xs, v, 16);
+  for (const char* v : {"8211", "8447", "9235"}) imma_m1_cases(LinearFormat::kIq2Xxs, v, 16);
+  for (const char* v : {"8447", "9471"}) imma_m1_cases(LinearFormat::kIq2Xs, v, 16);
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {

@@ -74,14 +74,14 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 /// last batch out of the batch loop, the loads' addresses from per-tile row bases; kIlv the two
 /// half batches' entries decoded and multiplied interleaved (two MMA chains in flight, as the
 /// session-26 loop had them; kTile's loop ran the halves one after the other); kXFirst the table
-/// words loaded after the first activation load. Bit 16 was round 101's tile pairs (removed).
-inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8, kPeel = 32, kIlv = 64,
-                     kXFirst = 128, kCTab = 256, kStamp = 512, kL2 = 1024, kL2Start = 2048;
-/// kL2 / kL2Start (session 28): the weights kL2Ahead units past the register load's requested into
-/// L2 (prefetch.global.L2): at kernel start (before griddepcontrol.wait: weights only) the warp's
-/// units 1 .. kL2Ahead, and with kL2 from then on in the loop. A warp's units are consecutive 1 KB
-/// blocks of the tile-major weights (tile stride = batches x 1 KB), so unit u + j is j KB on.
-inline constexpr int kL2Ahead = 2;
+/// words loaded after the first activation load (bit 16 was round 101's tile pairs, removed).
+/// Session 28 (round 106 probes): kPreFill the tables loaded and stored into shared memory before
+/// griddepcontrol.wait (weights-side data: under PDL the fill overlaps the wait for the previous
+/// grid, round 105's stamps put 1.2-2.8 K cycles between the wait and the staging barrier);
+/// kLateTrig the dependents launched at the kernel's end instead of before the tail's barrier;
+/// kStamp the timing probe below (stamp_record).
+inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8, kPreFill = 16, kPeel = 32,
+                     kIlv = 64, kXFirst = 128, kStamp = 512, kLateTrig = 1024;
 /// Static shared memory of a kernel of kW warps and M tokens: the warps' partial tiles (two slots)
 /// and their tile ids, kTile's lane constants (ggml_imma_available adds it to the dynamic part).
 __host__ __device__ constexpr int static_smem_bytes(int warps, int M) {
@@ -128,14 +128,6 @@ static __device__ const tab::U32s<256> g_grid_nib_xxs =
 static __device__ const tab::U32s<512> g_grid_nib_xs =
     tab::make_grid_nib<512>(fmt::ggml::kIq2xsGrid);
 static __device__ const tab::U32s<128> g_sign_nib = tab::make_sign_nib();
-// Session 28 (kCTab): the same words in constant memory (3.5 KB of the 64 KB bank), read through
-// the SM's constant caches, which may stay warm across calls where the weight stream evicts the
-// global copies from L2.
-static __constant__ const tab::U32s<256> c_grid_nib_xxs =
-    tab::make_grid_nib<256>(fmt::ggml::kIq2xxsGrid);
-static __constant__ const tab::U32s<512> c_grid_nib_xs =
-    tab::make_grid_nib<512>(fmt::ggml::kIq2xsGrid);
-static __constant__ const tab::U32s<128> c_sign_nib = tab::make_sign_nib();
 
 /// kStamp probe (session 28): thread 0 of each CTA stamps clock64 at kernel start, after
 /// griddepcontrol.wait, after the staging barrier, after the loop's end barrier and at the end,
@@ -207,15 +199,6 @@ __device__ __noinline__ void stamp_record(unsigned G, unsigned long long key,
 
 /// Source bytes {8, 25, 43, 0} and {-8, -25, -43, 0}: selector nibble c | 4 sign.
 inline constexpr uint32_t kSrcLo = 0x002B1908u, kSrcHi = 0x00D5E7F8u;
-
-__device__ __forceinline__ void prefetch_l2(const void* ptr) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(ptr));
-}
-/// The lane's 2 x 16 bytes of the unit at w (its half 0 and half 1 slots).
-__device__ __forceinline__ void prefetch_unit(const uint8_t* w) {
-  prefetch_l2(w);
-  prefetch_l2(w + 512);
-}
 
 __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   uint32_t v;
@@ -377,9 +360,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   constexpr bool kPr = (kV & kPred) != 0, kTl = (kV & kTile) != 0, kIp = (kV & kInPlace) != 0;
   static_assert(kIp == kTl, "the loop per tile runs with the in-place loads");
   constexpr bool kPl = (kV & kPeel) != 0, kIv = (kV & kIlv) != 0, kXf = (kV & kXFirst) != 0;
-  constexpr bool kCt = (kV & kCTab) != 0, kSt = (kV & kStamp) != 0;
-  constexpr bool kPf = (kV & kL2) != 0, kPs = (kV & (kL2 | kL2Start)) != 0;
-  static_assert(!kPf || !kTl || kPl, "kL2's loop prefetch in the default loops (8195, kPeel)");
+  constexpr bool kPre = (kV & kPreFill) != 0, kSt = (kV & kStamp) != 0;
+  constexpr bool kLt = (kV & kLateTrig) != 0;
   long long stc[5] = {};
   unsigned long long st_g0 = 0;
   if constexpr (kSt) {
@@ -413,11 +395,6 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   Batch<F> cur;
   Cursor ld = cursor_at<kSb>(p, tile, b, g, t);
   if (ua < ue) load_batch(ld, d8, s8, cur);
-  if constexpr (kPs) {
-#pragma unroll
-    for (int j = 1; j <= kL2Ahead; ++j)
-      if (ua + j < ue) prefetch_unit(ld.w + 1024 * j);
-  }
   // The position of the latest load (ltile, lb).
   int ltile = tile, lb = b;
   const auto step = [&]() {
@@ -439,17 +416,26 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
 #pragma unroll
     for (int it = 0; it < kTabPass; ++it) {
       const int e = (static_cast<int>(threadIdx.x) + it * kThr) >> 3;
-      if constexpr (kCt)
-        tw[it] = e < kE         ? (kXs ? c_grid_nib_xs.v[e] : c_grid_nib_xxs.v[e])
-                 : e < kE + 128 ? c_sign_nib.v[e - kE]
-                                : 0u;
-      else
-        tw[it] = e < kE         ? (kXs ? g_grid_nib_xs.v[e] : g_grid_nib_xxs.v[e])
-                 : e < kE + 128 ? g_sign_nib.v[e - kE]
-                                : 0u;
+      tw[it] = e < kE         ? (kXs ? g_grid_nib_xs.v[e] : g_grid_nib_xxs.v[e])
+               : e < kE + 128 ? g_sign_nib.v[e - kE]
+                              : 0u;
     }
   };
-  if constexpr (!kXf) tab_load();
+  const auto tab_store = [&]() {
+    uint4* tv = reinterpret_cast<uint4*>(smem);
+#pragma unroll
+    for (int it = 0; it < kTabPass; ++it) {
+      const int i = static_cast<int>(threadIdx.x) + it * kThr, e = i >> 3;
+      const int at = kXs ? e * 128 : e < kE ? e * 256 : (e - kE) * 512 + 128;
+      if (i < kTabChunks) tv[at / 16 + (i & 7)] = make_uint4(tw[it], tw[it], tw[it], tw[it]);
+    }
+  };
+  if constexpr (kPre) {
+    tab_load();
+    tab_store();
+  } else if constexpr (!kXf) {
+    tab_load();
+  }
   if (threadIdx.x < 4)
     reinterpret_cast<uint32_t*>(smem + kSrcOff)[threadIdx.x] = threadIdx.x < 2 ? kSrcLo : kSrcHi;
   if (threadIdx.x < 32) reinterpret_cast<uint32_t*>(smem + kZeroOff)[threadIdx.x] = 0u;
@@ -480,13 +466,9 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
                               : make_uint4(0u, 0u, 0u, 0u);
     };
     uint4 vn = xload(static_cast<int>(threadIdx.x));
-    if constexpr (kXf) tab_load();
-    uint4* tv = reinterpret_cast<uint4*>(smem);
-#pragma unroll
-    for (int it = 0; it < kTabPass; ++it) {
-      const int i = static_cast<int>(threadIdx.x) + it * kThr, e = i >> 3;
-      const int at = kXs ? e * 128 : e < kE ? e * 256 : (e - kE) * 512 + 128;
-      if (i < kTabChunks) tv[at / 16 + (i & 7)] = make_uint4(tw[it], tw[it], tw[it], tw[it]);
+    if constexpr (!kPre) {
+      if constexpr (kXf) tab_load();
+      tab_store();
     }
     for (int base = 0; base < kM * chunks; base += kThr) {
       const int ct = base + static_cast<int>(threadIdx.x);
@@ -787,18 +769,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       const bool more = u + (b1 - b) < ue;
       u += b1 - b;
       const Addr nb = more ? rows_at(tile + 1) : rb;
-      // kL2: unit uc + 1 + kL2Ahead (batch b + 1 + kL2Ahead of this tile's linear run).
-      int uc = u - (b1 - b);
-      const auto pf = [&]() {
-        if constexpr (kPf)
-          if (uc + 1 + kL2Ahead < ue) prefetch_unit(rb.w + (b + 1 + kL2Ahead) * 1024);
-        ++uc;
-      };
-      for (; b + 1 < b1; ++b) {
-        pf();
-        compute(cur, b, true, rb.template at<kSb>(b + 1));
-      }
-      pf();
+      for (; b + 1 < b1; ++b) compute(cur, b, true, rb.template at<kSb>(b + 1));
       compute(cur, b, more, nb);
       tile_end(tile, tile_b0 == 0 && b1 == batches);
       rb = nb;
@@ -843,8 +814,6 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       if (u + 1 < ue) {
         step();
         load_batch(ld, d8, s8, nxt);
-        if constexpr (kPf)
-          if (u + 1 + kL2Ahead < ue) prefetch_unit(ld.w + 1024 * kL2Ahead);
       }
       compute(cur, b, false, ld);
       if (nb == 0 || u + 1 == ue) {
@@ -856,7 +825,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       cur = nxt;
     }
   }
-  griddep_launch_dependents();
+  if constexpr (!kLt) griddep_launch_dependents();
   __syncthreads();
   if constexpr (kSt)
     if (threadIdx.x == 0) stc[3] = clock64();
@@ -898,6 +867,7 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     const int64_t row = static_cast<int64_t>(tl) * 16 + row16;
     if (any && row < p.N) store_out_elem(p, m, row, s, mult);
   }
+  if constexpr (kLt) griddep_launch_dependents();
   if constexpr (kSt) {
     if (threadIdx.x == 0) {
       stc[4] = clock64();
