@@ -1849,7 +1849,7 @@ Plan plan(const Caps& caps) {
         }
         // PROBE (session 28, fp4m1): B12X_GEMM_STREAM_RF=1, the 8-part 2-CTA blocks' next
         // requests before each block's activation store (kStreamVarRf), where an instance exists
-        // (128 / 168: no late requests, no HALF; MXFP4 fold-free weights).
+        // (128 / 168, and NVFP4's kLean 192 / 232: no late requests, no HALF; MXFP4 fold-free).
         if (const char* e = std::getenv("B12X_GEMM_STREAM_RF");
             e != nullptr && e[0] == '1' && c.parts == 8 &&
             lin::stream_rf_available(wf, c.parts, occ, p.decode_stream_var, true))
@@ -1861,12 +1861,6 @@ Plan plan(const Caps& caps) {
             e != nullptr && e[0] == '1' && occ == 2 && c.parts == 2 &&
             lin::stream_rs_available(wf, c.parts, occ, p.decode_stream_var))
           p.decode_stream_var |= lin::kStreamVarRs;
-        // PROBE (session 28, fp4m1; removed after the measurement): B12X_GEMM_STREAM_STAMP=1
-        // runs the stamped instance of the plan's kernel where one exists (NVFP4 W4A16).
-        if (const char* e = std::getenv("B12X_GEMM_STREAM_STAMP");
-            e != nullptr && e[0] == '1' && w4a16 &&
-            lin::stream_stamp_available(wf, c.parts, occ, p.decode_stream_var))
-          p.decode_stream_var |= lin::kStreamVarStamp;
         // MXFP4's variant-free instances take fold-free weights only (session 21 removed the
         // fold's, reached by knobs alone): such a plan runs other weights on the decode kernel,
         // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.

@@ -73,9 +73,6 @@ bool stream_late_available(WFmt f, int parts, int occ, int var);
 /// Session 27 (SM90 default by the plan's kStreamHalfRule): K parts of an even number of vectors
 /// (kStreamVarHalf) exist for this format, grid and variant (MXFP4: mx_free's instance).
 bool stream_half_available(WFmt f, int parts, int occ, int var, bool mx_free);
-/// PROBE (session 28, fp4m1; removed after the measurement): the stamped instances
-/// (kStreamVarStamp) exist for this format, grid and variant.
-bool stream_stamp_available(WFmt f, int parts, int occ, int var);
 /// PROBE (session 28, fp4m1): the blocks' requests first (kStreamVarRf) exist for this format,
 /// grid and variant (MXFP4: fold-free only).
 bool stream_rf_available(WFmt f, int parts, int occ, int var, bool mx_free);

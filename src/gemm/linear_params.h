@@ -86,10 +86,6 @@ inline constexpr int kStreamVarLate = 4096;
 /// kHalf): a part's last block may hold 2 of the ring's 4 vectors, so that vp = ceil(kvec / parts)
 /// rounded to 2, not 4.
 inline constexpr int kStreamVarHalf = 8192;
-/// PROBE (session 28, fp4m1; removed after the measurement): LinearParams::stream_var bit of the
-/// M = 1 stream kernel's %globaltimer stamps per CTA (B12X_GEMM_STREAM_STAMP=1; NVFP4 W4A16's
-/// 2-part staging and 8-part blocks only; linear_stream_kernel's kStamp).
-inline constexpr int kStreamVarStamp = 16384;
 /// PROBE (session 28, fp4m1): LinearParams::stream_var bit of the M = 1 blocks' requests first
 /// (B12X_GEMM_STREAM_RF=1; linear_stream_kernel's kRf): a block's 4 next ring requests before its
 /// activations are stored.

@@ -102,19 +102,6 @@ StreamFn stream_half_fn(bool mx, bool mx_free, int parts, int occ, int base) {
   return nullptr;
 }
 
-/// PROBE (session 28, fp4m1; removed after the measurement): the stamped NVFP4 W4A16 instances
-/// (kStreamVarStamp) of 14336x4096's 2-part staging (var 0), 2048x7168's 8-part blocks (128) and
-/// 4096x14336's late blocks (128 | late).
-StreamFn stream_stamp_fn(bool mx, int parts, int occ, int base) {
-  constexpr int S = kStreamVarStamp, L = kStreamVarLate;
-  if (mx || occ != 2) return nullptr;
-  return parts == 2 && base == 0     ? &linear_stream_kernel<2, 2, 1, false, false, S>
-         : parts == 8 && base == 128 ? &linear_stream_kernel<8, 2, 1, false, false, S | 128>
-         : parts == 8 && base == (L | 128)
-             ? &linear_stream_kernel<8, 2, 1, false, false, S | L | 128>
-             : nullptr;
-}
-
 /// PROBE (session 28, fp4m1): the blocks' requests first (kStreamVarRf) on the 8-part 2-CTA
 /// blocks without late requests or HALF (2048x7168's grid for all four formats): NVFP4 W4A16 128,
 /// W4A4 168, fold-free MXFP4 W4A16 128 / W4A4 168.
@@ -157,7 +144,6 @@ StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   if (var & kStreamVarRf)  // MXFP4's fold weights run the plan's own variant
     return mx && !mx_free ? stream_var_fn(f, parts, occ, var & ~kStreamVarRf, mx_free)
                           : stream_rf_fn(mx, mx_free, parts, occ, var & ~kStreamVarRf);
-  if (var & kStreamVarStamp) return stream_stamp_fn(mx, parts, occ, var & ~kStreamVarStamp);
   if (var & kStreamVarHalf) return stream_half_fn(mx, mx_free, parts, occ, var & ~kStreamVarHalf);
   if (var & kStreamVarLate) {
     // Session 26 (kLate): other MXFP4 weights than fold-free ones run the plan's own variant.
@@ -497,10 +483,6 @@ bool stream_late_available(WFmt f, int parts, int occ, int var) {
 bool stream_half_available(WFmt f, int parts, int occ, int var, bool mx_free) {
   return (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
          stream_var_fn(f, parts, occ, var | kStreamVarHalf, mx_free) != nullptr;
-}
-
-bool stream_stamp_available(WFmt f, int parts, int occ, int var) {
-  return f == WFmt::kNvfp4 && stream_var_fn(f, parts, occ, var | kStreamVarStamp, false) != nullptr;
 }
 
 bool stream_rf_available(WFmt f, int parts, int occ, int var, bool mx_free) {

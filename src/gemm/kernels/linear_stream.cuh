@@ -37,7 +37,7 @@
 
 #include <cuda_bf16.h>
 
-#include <cstdio>  // printf: PROBE kStamp (session 28, fp4m1)
+#include <cstdio>  // printf: block16's stamp probe (session 28)
 
 #include "formats/swizzle.h"
 #include "gemm/kernels/cluster_sum.cuh"
@@ -47,17 +47,6 @@ namespace b12x::gemm::lin {
 
 inline constexpr int kStreamWarps = 8;
 inline constexpr int kStreamDepth = 4;  ///< ring vectors per warp (= scale block)
-
-// PROBE (session 28, fp4m1; removed after the measurement): kStamp's launch counter (CTA entries;
-// a launch's CTAs all enter before the next launch's, PDL or not) and %globaltimer. Stamped:
-// launches kM1StampAt and kM1StampAt + 1 (bench_gemm: 3 warm-ups and graphs of 20, so mid-graph).
-static __device__ unsigned long long g_m1_stamp_ctr;
-inline constexpr unsigned long long kM1StampAt = 105;
-__device__ __forceinline__ unsigned long long m1_stamp_now() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
-  return t;
-}
 
 /// Position of activation k in the staged (lane-ordered) layout: vector k / 64, then lane t's 32
 /// bytes (t = (k % 8) / 2), then the k16 step, lo / hi 8, the pair element.
@@ -212,20 +201,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // block's scale words are 8-byte aligned only (vbase x 4 bytes, MXFP4 4-byte: vbase x 2), so they
   // load in halves.
   constexpr bool kHalf = (kVar & kStreamVarHalf) != 0;
-  // PROBE (session 28, fp4m1; removed after the measurement; bit 16384): thread 0 stamps
-  // %globaltimer at entry, when griddep_wait releases, when its first ring slot has landed and at
-  // the end, and prints them with its SM for launches kM1StampAt and kM1StampAt + 1.
-  constexpr bool kStamp = (kVar & kStreamVarStamp) != 0;
-  // (clock64 as well: %globaltimer may tick coarsely; cycle spans are exact within the SM.)
-  unsigned long long st0 = 0, st1 = 0, st2 = 0, stl = 0;
-  long long sc0 = 0, sc1 = 0, sc2 = 0;
-  if constexpr (kStamp) {
-    if (threadIdx.x == 0) {
-      sc0 = clock64();
-      st0 = m1_stamp_now();
-      stl = atomicAdd(&g_m1_stamp_ctr, 1ull) / gridDim.x;
-    }
-  }
   // PROBE (session 28, fp4m1; bit 32768, B12X_GEMM_STREAM_RF=1): each block's 4 next ring
   // requests before its activations are stored to the warp's buffer (the blocks, kJit): the
   // default issues slot j's request in vector j's step, after the store, which waits for the
@@ -426,19 +401,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     rs_first = true;
   }
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
-  if constexpr (kStamp) {
-    if (threadIdx.x == 0) {
-      st1 = m1_stamp_now();
-      sc1 = clock64();
-      // The branch on the slot's words holds the second stamp until the load has landed.
-      if (ring[0].x == 0x9E3779B9u && ring[0].y == 0x7F4A7C15u) {
-        st2 = st1, sc2 = sc1;
-      } else {
-        st2 = m1_stamp_now();
-        sc2 = clock64();
-      }
-    }
-  }
 
   const int ks = kParts * vp * 64;  // staged activations (K values)
   uint8_t* const xs = dsm;
@@ -834,15 +796,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     if (wk == 0 && t < 2 && tile < p.n16) {
       const int64_t row = tile * 16 + g + 8 * t;
       if (row < p.N) store_out_elem(p, 0, row, t ? r1 : r0, mult);
-    }
-  }
-  if constexpr (kStamp) {
-    if (threadIdx.x == 0 && (stl == kM1StampAt || stl == kM1StampAt + 1)) {
-      unsigned smid;
-      asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-      const long long c3 = clock64();
-      printf("STAMP1 %llu %u %u %llu %llu %llu %llu %lld %lld %lld\n", stl, blockIdx.x, smid, st0,
-             st1, st2, m1_stamp_now(), sc1 - sc0, sc2 - sc0, c3 - sc0);
     }
   }
   griddep_launch_dependents();
