@@ -237,10 +237,10 @@ struct Plan {
   /// MMA's 8 columns (linear_decode_kernel's kDiag), the scales applied once per slice instead of
   /// per 32-K atom. B12X_GEMM_DECODE_MXDIAG=1 (probe).
   bool decode_mx_diag = false;
-  /// Decode regime, block FP8 / MXFP8 runs at M = 1 on the 4-warp grid with BF16 rows quantized
-  /// while staged (SM90, session 28): the rows first brought into shared memory whole by
-  /// cp.async, then quantized from there. B12X_GEMM_DECODE_QRAW=1 (probe).
-  bool decode_qraw = false;
+  /// Decode regime, block FP8 (and MXFP8 with decode_mx_diag) runs at M = 1 (session 28): the
+  /// weight scales of each K slice requested by cp.async with its values into the weight ring
+  /// instead of one slice ahead into registers. B12X_GEMM_DECODE_SRING=1 (probe).
+  bool decode_sring = false;
   /// Decode regime at M = 1, NVFP4 weights with BF16 activations (raw, or W4A4's pre-pass): the
   /// persistent streaming kernel (lin::launch_linear_stream) with this many K parts per 16-row
   /// tile (1, 2, 4, 8; 0 = the decode kernel), registers for decode_stream_occ (2 or 3) CTAs per

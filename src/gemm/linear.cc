@@ -1626,10 +1626,9 @@ Plan plan(const Caps& caps) {
     // (B12X_GEMM_STREAM16_F8_MINM=2).
     const char* dg = std::getenv("B12X_GEMM_DECODE_MXDIAG");
     p.decode_mx_diag = wf == lin::WFmt::kFp8Mx && dg != nullptr && dg[0] == '1';
-    // Session 28 probe: their BF16 rows staged whole by cp.async before the quantization (SM90:
-    // the raw rows beyond SM12x's 99 KB).
-    const char* qr = std::getenv("B12X_GEMM_DECODE_QRAW");
-    p.decode_qraw = sm90 && wf != lin::WFmt::kFp8 && qr != nullptr && qr[0] == '1';
+    // Session 28 probe: the weight scales of a slice in the ring with its values.
+    const char* sr = std::getenv("B12X_GEMM_DECODE_SRING");
+    p.decode_sring = wf != lin::WFmt::kFp8 && sr != nullptr && sr[0] == '1';
   }
   // The M = 1 stream kernel, for a run whose bound M is 1.
   bool stream_trig_m1 = false;  // the M = 1 stream kernel's grid fills >= 80 % of its slots
@@ -2632,7 +2631,7 @@ Plan plan(const Caps& caps) {
           << (p.decode_pipe ? " pipe" : "") << (p.decode_half ? " half" : "")
           << (p.decode_lean ? " lean" : "") << (p.decode_act_quant ? " actq" : "")
           << (p.decode_fp8_mma == 1 ? " mma=f16" : "") << (p.decode_mx_diag ? " mxdiag" : "")
-          << (p.decode_qraw ? " qraw" : "")
+          << (p.decode_sring ? " sring" : "")
           << (p.ggml_gemv > 0 ? (p.ggml_gemv_split > 1 ? " ggml_gemv+reduce" : " ggml_gemv") : "")
           << (p.ggml_gemv > 0 && p.ggml_gemv_var ? " v" + std::to_string(p.ggml_gemv_var) : "")
           // The integer-MMA GEMV's kernel: its warps, and the M = 1 kernel a 2-token plan runs too.
@@ -3258,29 +3257,16 @@ void run(const Binding& b, Stream stream) {
               lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes + 16 <=
           lin::kDecodeXshBudget)
     p.decode_xshare = plan.decode_xshare;
-  // Session 28 probes at M = 1 where their instance exists: MXFP8's groups on the MMA's columns;
-  // the BF16 rows staged raw before their quantization (4 warps per tile, the whole K range at
-  // once, within kDecodeXshBudget).
+  // Session 28 probes at M = 1 where their instance exists (linear_decode_kernel's kVar): 1
+  // MXFP8's groups on the MMA's columns, 2 the weight scales in the ring; else without bit 2.
   p.decode_var = 0;
-  p.decode_qraw = 0;
   if (M == 1 && nt == 1 && !p.decode_pipe && !p.decode_half && p.decode_xshare == 0) {
     const int dws = std::max(p.decode_ws, 1);
-    const int64_t sb = lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes;
-    const int64_t rawb = int64_t{p.slices_per_cta} * lin::slice_k(im.wfmt) * 2;
-    const bool qraw =
-        plan.decode_qraw && dws == 4 && p.act_kind == lin::kActBf16Quant && p.x_vec16 &&
-        p.stage_slices >= p.slices_per_cta &&
-        lin::decode_ring_bytes_deep(im.wfmt, p.decode_deep) + (sb + 15) / 16 * 16 + rawb <=
-            lin::kDecodeXshBudget;
-    const int var = (plan.decode_mx_diag ? 1 : 0) | (qraw ? 2 : 0);
-    if (var != 0 &&
-        lin::decode_var_available(im.wfmt, fp16, dws, p.decode_deep, p.decode_mma, var)) {
-      p.decode_var = var;
-      p.decode_qraw = qraw ? rawb : 0;
-    } else if ((var & 1) &&
-               lin::decode_var_available(im.wfmt, fp16, dws, p.decode_deep, p.decode_mma, 1)) {
-      p.decode_var = 1;
-    }
+    const int var = (plan.decode_mx_diag ? 1 : 0) | (plan.decode_sring ? 2 : 0);
+    for (int v : {var, var & 1})
+      if (v != 0 && p.decode_var == 0 &&
+          lin::decode_var_available(im.wfmt, fp16, dws, p.decode_deep, p.decode_mma, v))
+        p.decode_var = v;
   }
   // kLean where the plan asks for it and the instance exists, and where only it exists (8 warps
   // per tile, the FP4 weights' deeper ring and pipelined halves: B12X_GEMM_DECODE_LEAN=0 keeps

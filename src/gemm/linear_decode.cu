@@ -156,12 +156,9 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
                            p.xs_kind == kXsNone && p.x_vec16 && p.K % 16 == 0 &&
                            p.ldx_bytes % 16 == 0 && p.stage_slices >= p.slices_per_cta),
               "decode shared staging ", xsh, " with ws ", ws, " nt ", nt, " K ", p.K);
-  // kVar (session 28 probes at M = 1): one token row, one token tile, no shared staging; kQRaw's
-  // raw rows after the staging.
+  // kVar (session 28 probes at M = 1): one token row, one token tile, no shared staging.
   const int var = p.decode_var;
-  const int64_t raw = (var & 2) ? p.decode_qraw : 0;
-  B12X_ASSERT(var == 0 || (p.M == 1 && nt == 1 && !xsh && !pipe && !half && !fp16 &&
-                           ((var & 2) == 0 || raw > 0)),
+  B12X_ASSERT(var == 0 || (p.M == 1 && nt == 1 && !xsh && !pipe && !half && !fp16),
               "decode variant ", var, " at M ", p.M, " nt ", nt);
   DecodeFn fn = xsh   ? pick_decode_fp8_xshare(f, deep, mma, nt)
                 : var ? decode_inst::pick_decode_fp8_var(f, ws, deep, mma, var)
@@ -180,10 +177,9 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
                               : half ? half_stage_budget
                                      : kDecodeStageBudget),
               "decode staging needs ", stage_bytes, " B of shared memory");
-  const int64_t smem = decode_ring_bytes_deep(f, deep, ws) + stage_bytes + (xsh ? 16 : 0) +
-                       (raw > 0 ? (16 - stage_bytes % 16) % 16 + raw : 0);
-  B12X_ASSERT(deep == 0 || xsh || raw > 0 || smem <= kDecodeDeepBudget, "decode deep ring ", deep,
-              " needs ", smem, " B of shared memory");
+  const int64_t smem = decode_ring_bytes_deep(f, deep, ws) + stage_bytes + (xsh ? 16 : 0);
+  B12X_ASSERT(deep == 0 || xsh || smem <= kDecodeDeepBudget, "decode deep ring ", deep, " needs ",
+              smem, " B of shared memory");
   // 8 warps per tile: within the device's shared memory per block (run checks it).
   const int64_t ws8_budget = ws == 8 ? p.decode_ws8_budget : 0;
   B12X_ASSERT(ws != 8 || smem <= ws8_budget, "decode with 8 warps per tile needs ", smem,
@@ -195,7 +191,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
     // plus this launch's pipelined budget (LinearParams::decode_pipe_budget, the default's or the
     // B12X_GEMM_DECODE_PIPE_KB probe's, which the run bounds by the device's opt-in).
     // The shared staging (SM90 only): kDecodeXshBudget.
-    const int64_t most = xsh || raw ? kDecodeXshBudget
+    const int64_t most = xsh        ? kDecodeXshBudget
                          : ws == 8  ? ws8_budget
                          : deep > 0 ? kDecodeDeepBudget
                          : half ? decode_ring_bytes(f) + std::max(half_stage_budget, pipe_budget)
@@ -220,7 +216,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
       nt,   ws,  deep, p.split, static_cast<int>(cluster.y), pipe, half, p.decode_lean != 0,
       smem, mma, xsh};
   t_last.diag = (var & 1) != 0;
-  t_last.qraw = raw > 0;
+  t_last.sring = (var & 2) != 0;
   B12X_CUDA_CHECK(b12x::detail::launch_ex(fn, grid, dim3(half || ws == 8 ? 256 : 128),
                                           static_cast<size_t>(smem), stream, p.pdl != 0, cluster,
                                           p));

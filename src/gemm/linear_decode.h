@@ -16,7 +16,7 @@ bool decode_ws_available(WFmt f, bool fp16, int ws);
 /// The 4-warp grid's shared-staging kernel (kXsh; per-tensor FP8, `nt` token tiles) exists.
 bool decode_xshare_available(WFmt f, bool fp16, int deep, int mma, int nt = 1);
 /// The session-28 M = 1 variants (linear_decode_kernel's kVar: 1 MXFP8's groups on the MMA's
-/// columns, 2 the BF16 rows staged raw before their quantization, 3 both).
+/// columns, 2 the weight scales in the ring, 3 both).
 bool decode_var_available(WFmt f, bool fp16, int ws, int deep, int mma, int var);
 /// Clusters of `xshare` such CTAs (`smem` bytes of dynamic shared memory each) resident at once
 /// on `device` (cudaOccupancyMaxActiveClusters; 0 where none or no kernel). Host, plan time.

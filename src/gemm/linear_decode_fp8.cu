@@ -44,31 +44,26 @@ DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma, int nt) {
 }
 
 DecodeFn pick_decode_fp8_var(WFmt f, int ws, int deep, int mma, int var) {
-  // Session 28 probes: var 1 kDiag (MXFP8, ws 4 deep 0 / 1 and ws 1, both MMA kinds), 2 kQRaw
-  // (block FP8, ws 4, e4m3), 3 both (MXFP8, ws 4, e4m3).
+  // Session 28 probes: var 1 kDiag / 3 kDiag + kSRing (MXFP8, f16 MMAs), var 2 kSRing (block
+  // FP8, e4m3 MMAs); ws 4 deep 0 / 1 and ws 1.
   using B = Bf16Tag;
-  if (f == WFmt::kFp8Mx && var == 1) {
-    constexpr WFmt F = WFmt::kFp8Mx;
-    if (ws == 4 && deep == 1)
-      return mma ? &linear_decode_kernel<F, B, 1, 4, false, false, 1, false, 1, false, 1>
-                 : &linear_decode_kernel<F, B, 1, 4, false, false, 1, false, 0, false, 1>;
-    if (ws == 4 && deep == 0)
-      return mma ? &linear_decode_kernel<F, B, 1, 4, false, false, 0, false, 1, false, 1>
-                 : &linear_decode_kernel<F, B, 1, 4, false, false, 0, false, 0, false, 1>;
-    if (ws <= 1 && deep == 0)
-      return mma ? &linear_decode_kernel<F, B, 1, 1, false, false, 0, false, 1, false, 1>
-                 : &linear_decode_kernel<F, B, 1, 1, false, false, 0, false, 0, false, 1>;
-    return nullptr;
-  }
-  if (ws != 4 || mma != 0 || (deep != 0 && deep != 1)) return nullptr;
-  if (f == WFmt::kFp8Mx && var == 3)
-    return deep ? &linear_decode_kernel<WFmt::kFp8Mx, B, 1, 4, false, false, 1, false, 0, false, 3>
-                : &linear_decode_kernel<WFmt::kFp8Mx, B, 1, 4, false, false, 0, false, 0, false, 3>;
-  if (f == WFmt::kFp8Block && var == 2)
-    return deep ? &linear_decode_kernel<WFmt::kFp8Block, B, 1, 4, false, false, 1, false, 0, false,
-                                        2>
-                : &linear_decode_kernel<WFmt::kFp8Block, B, 1, 4, false, false, 0, false, 0, false,
-                                        2>;
+  constexpr WFmt X = WFmt::kFp8Mx, Q = WFmt::kFp8Block;
+  const bool d0 = deep == 0, d1 = deep == 1, w4 = ws == 4, w1 = ws <= 1;
+  if (f == X && mma == 1 && var == 1)
+    return w4 && d1   ? &linear_decode_kernel<X, B, 1, 4, false, false, 1, false, 1, false, 1>
+           : w4 && d0 ? &linear_decode_kernel<X, B, 1, 4, false, false, 0, false, 1, false, 1>
+           : w1 && d0 ? &linear_decode_kernel<X, B, 1, 1, false, false, 0, false, 1, false, 1>
+                      : nullptr;
+  if (f == X && mma == 1 && var == 3)
+    return w4 && d1   ? &linear_decode_kernel<X, B, 1, 4, false, false, 1, false, 1, false, 3>
+           : w4 && d0 ? &linear_decode_kernel<X, B, 1, 4, false, false, 0, false, 1, false, 3>
+           : w1 && d0 ? &linear_decode_kernel<X, B, 1, 1, false, false, 0, false, 1, false, 3>
+                      : nullptr;
+  if (f == Q && mma == 0 && var == 2)
+    return w4 && d1   ? &linear_decode_kernel<Q, B, 1, 4, false, false, 1, false, 0, false, 2>
+           : w4 && d0 ? &linear_decode_kernel<Q, B, 1, 4, false, false, 0, false, 0, false, 2>
+           : w1 && d0 ? &linear_decode_kernel<Q, B, 1, 1, false, false, 0, false, 0, false, 2>
+                      : nullptr;
   return nullptr;
 }
 

@@ -119,7 +119,7 @@ DecodeFn pick_decode_fp8(WFmt f, int nt, int ws, bool pipe, bool half, int deep,
 /// f16 MMAs, deep 0); nullptr otherwise.
 DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma, int nt = 1);
 /// The session-28 probes' M = 1 instances (kVar of linear_decode_kernel: 1 MXFP8's groups on the
-/// MMA's columns, 2 the BF16 rows staged raw before their quantization, 3 both); nullptr where
+/// MMA's columns, 2 the weight scales in the ring, 3 both); nullptr where
 /// none exists.
 DecodeFn pick_decode_fp8_var(WFmt f, int ws, int deep, int mma, int var);
 

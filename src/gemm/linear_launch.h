@@ -175,11 +175,11 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
 struct DecodeLaunch {
   int nt = 0, ws = 0, deep = 0, split = 0, cluster = 0;
   bool pipe = false, half = false, lean = false;
-  int64_t smem = 0;   // dynamic shared memory bytes
-  int mma = 0;        // FP8 weights: 0 e4m3 mma.sync, 1 f16 MMAs on converted fragments
-  int xshare = 0;     // kXsh: CTAs per cluster sharing the activation staging (0: none)
-  bool diag = false;  // kDiag: MXFP8 at M = 1 with the slice's groups on the MMA's columns
-  bool qraw = false;  // kQRaw: the BF16 rows staged raw before their quantization
+  int64_t smem = 0;    // dynamic shared memory bytes
+  int mma = 0;         // FP8 weights: 0 e4m3 mma.sync, 1 f16 MMAs on converted fragments
+  int xshare = 0;      // kXsh: CTAs per cluster sharing the activation staging (0: none)
+  bool diag = false;   // kDiag: MXFP8 at M = 1 with the slice's groups on the MMA's columns
+  bool sring = false;  // kSRing: the weight scales in the ring with the values
 };
 DecodeLaunch last_decode_launch();
 /// Tiled kernel (M > 16): grid = (ceil(NP/tiled_block_n), ceil(M/tok), split). x must allow

@@ -72,10 +72,8 @@ struct LinearParams {
   // linear_reduce_kernel: trigger the dependent launch right after its wait (Plan::reduce_trig).
   int reduce_trig;
   // Decode kernel at M = 1 (session 28 probes): linear_decode_kernel's kVar (1 MXFP8's groups on
-  // the MMA's columns, 2 the BF16 rows staged raw before their quantization) and, with bit 2, the
-  // raw rows' bytes of shared memory.
+  // the MMA's columns, 2 the weight scales in the ring).
   int decode_var;
-  int64_t decode_qraw;
 };
 
 /// LinearParams::stream_var bit of the M = 1 stream kernel's late ring requests (session 26; SM90

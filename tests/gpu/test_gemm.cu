@@ -1322,11 +1322,12 @@ TEST(GemmGpu, DecodeFp8MmaKinds) {
 TEST(GemmGpu, DecodeMxfp8Diag) {
   B12X_REQUIRE_GPU();
   // Session 28: MXFP8 at M = 1 on the decode kernel (B12X_GEMM_STREAM16_F8_MINM=2) with the 8
-  // E8M0 groups of a slice on the MMA's 8 columns (B12X_GEMM_DECODE_MXDIAG=1, kDiag): both MMA
-  // kinds; BF16 rows quantized while staged and FP16 rows through the quantizer launch; a K tail
-  // inside a slice (4832), a cluster split (N = 72), 4 warps per tile with the deeper ring (1.5 x
-  // SMs tiles on SM90), one warp per tile (4 x SMs CTAs), a capacity-16 plan's M = 1 run; bias,
-  // FP16 out, graph replay.
+  // E8M0 groups of a slice on the MMA's 8 columns (B12X_GEMM_DECODE_MXDIAG=1, kDiag, f16 MMAs),
+  // with and without the weight scales in the ring (B12X_GEMM_DECODE_SRING=1, kSRing; also block
+  // FP8's, e4m3 MMAs): BF16 rows quantized while staged and FP16 rows through the quantizer
+  // launch; a K tail inside a slice (4832; block FP8 4736), a cluster split (N = 72), 4 warps per
+  // tile with the deeper ring (1.5 x SMs tiles on SM90), one warp per tile (4 x SMs CTAs), a
+  // capacity-16 plan's M = 1 run; bias, FP16 out, graph replay.
   ScopedEnv emin("B12X_GEMM_STREAM16_F8_MINM", "2"), ed("B12X_GEMM_DECODE_MXDIAG", "1");
   const int64_t sms = std::max(device_info(0).sm_count, 1);
   struct Run {
@@ -1342,38 +1343,23 @@ TEST(GemmGpu, DecodeMxfp8Diag) {
       {64 * sms, 512, DType::kBF16, DType::kFP16, false, true, 1},
       {72, 1024, DType::kBF16, DType::kBF16, true, false, 16},
   };
-  for (const char* mma : {"0", "1"}) {
-    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", mma);
-    for (const Run& r : runs) {
-      Case c{LinearFormat::kMxfp8, 1, r.N, r.K, r.act, r.out, r.bias};
-      c.max_tokens = r.cap;
-      run_case(c, r.graph);
-      const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
-      EXPECT_TRUE(l.diag && l.nt == 1 && l.mma == mma[0] - '0')
-          << name(c) << " capacity " << r.cap << " F8MMA " << mma << " ws " << l.ws << " deep "
-          << l.deep;
-    }
-  }
-  // The BF16 rows staged raw before their quantization (B12X_GEMM_DECODE_QRAW=1, SM90, 4 warps
-  // per tile, e4m3 MMAs): MXFP8 with the diagonal groups and block FP8, K tails (4832; block FP8
-  // K = 4736 = 37 x 128), the deeper ring, a cluster split, bias, FP16 out, graph replay.
-  if (device_info(0).cc_major == 9 && device_info(0).cc_minor == 0) {
-    ScopedEnv eq("B12X_GEMM_DECODE_QRAW", "1"), em("B12X_GEMM_DECODE_F8MMA", "0");
-    const Run qruns[] = {
-        {72, 4832, DType::kBF16, DType::kBF16, true, true, 1},
-        {24 * sms, 2048, DType::kBF16, DType::kFP16, false, false, 1},
-        {200, 14336, DType::kBF16, DType::kBF16, false, true, 1},
-    };
-    for (LinearFormat f : {LinearFormat::kMxfp8, LinearFormat::kFp8Block})
-      for (const Run& r : qruns) {
-        Case c{f,     1,     r.N,   f == LinearFormat::kFp8Block && r.K == 4832 ? 4736 : r.K,
-               r.act, r.out, r.bias};
+  for (const char* sring : {"0", "1"}) {
+    ScopedEnv es("B12X_GEMM_DECODE_SRING", sring);
+    for (LinearFormat f : {LinearFormat::kMxfp8, LinearFormat::kFp8Block}) {
+      if (f == LinearFormat::kFp8Block && sring[0] == '0') continue;
+      const bool mx = f == LinearFormat::kMxfp8;
+      ScopedEnv em("B12X_GEMM_DECODE_F8MMA", mx ? "1" : "0");
+      for (const Run& r : runs) {
+        Case c{f, 1, r.N, !mx && r.K == 4832 ? 4736 : r.K, r.act, r.out, r.bias};
         c.max_tokens = r.cap;
         run_case(c, r.graph);
         const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
-        EXPECT_TRUE(l.qraw && l.ws == 4 && l.diag == (f == LinearFormat::kMxfp8))
-            << name(c) << " capacity " << r.cap << " ws " << l.ws << " deep " << l.deep;
+        EXPECT_TRUE(l.diag == mx && l.sring == (sring[0] == '1') && l.nt == 1 &&
+                    l.mma == (mx ? 1 : 0))
+            << name(c) << " capacity " << r.cap << " SRING " << sring << " ws " << l.ws << " deep "
+            << l.deep;
       }
+    }
   }
   ScopedEnv eoff("B12X_GEMM_DECODE_MXDIAG", "0");
   run_case({LinearFormat::kMxfp8, 1, 72, 1024, DType::kBF16, DType::kBF16, false});

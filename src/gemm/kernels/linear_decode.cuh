@@ -111,6 +111,10 @@ __device__ __forceinline__ void dec_cp_async16(void* smem, const void* gmem) {
   const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
 }
+__device__ __forceinline__ void dec_cp_async8(void* smem, const void* gmem) {
+  const uint32_t sa = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(sa), "l"(gmem));
+}
 __device__ __forceinline__ void dec_cp_async_commit() {
   asm volatile("cp.async.commit_group;");
 }
@@ -237,12 +241,12 @@ __device__ __forceinline__ void xsh_bulk_multicast(uint32_t dst, const void* src
 /// slice leaves group j's partial alone in column j, and the scales are applied once per slice
 /// (4 FFMAs per lane) instead of per atom; the columns are summed across the quad at the end.
 /// At M = 1 the 7 other columns carried copies of the same token before, so no MMA work is added.
-/// kQRaw (session 28 probe; block FP8 / MXFP8 BF16 rows quantized while staged, 4 warps per tile,
-/// SM90): the CTA's BF16 rows are first brought into shared memory by cp.async (every piece in
-/// flight at once, after the staging and its group scales: LinearParams::decode_qraw bytes), then
-/// quantized from there, instead of by passes of register loads (one L2 round trip per pass of
-/// 8 units per warp: 4 passes at K = 14336).
-/// kVar: bit 0 kDiag (8 groups), bit 1 kQRaw.
+/// kSRing (session 28 probe; block FP8, and MXFP8 with kDiag): the weight scales of a slice ride
+/// in the ring with its values (cp.async of 8 bytes per row, or of the row block's 2 floats, in
+/// the slice's commit group, into static shared memory per warp and stage), so they are requested
+/// kStages - 1 slices ahead like the values instead of one slice ahead into registers, where
+/// every slice of a long K range waited on a DRAM round trip for its scales.
+/// kVar: bit 0 kDiag (8 groups), bit 1 kSRing.
 template <WFmt F, class T, int NT, int kWS = 1, bool kPipe = false, bool kHalf = false,
           int kDeep = 0, bool kLean = false, int kMma = 0, bool kXsh = false, int kVar = 0>
 __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS == 8 ? 2 : 4)
@@ -279,12 +283,13 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
                 "shared staging: per-tensor FP8 weights on the 4-warp grid");
   constexpr bool kF16 = kMma == 1;
   constexpr int kDiag = (kVar & 1) ? 8 : 0;
-  constexpr bool kQRaw = (kVar & 2) != 0;
+  constexpr bool kSRing = (kVar & 2) != 0;
   static_assert(
       kDiag == 0 || (F == WFmt::kFp8Mx && NT == 1 && !kPipe && !kHalf && !kXsh && !T::kFp16),
       "diagonal groups: MXFP8 at one token tile");
-  static_assert(!kQRaw || (kF8 && kGroup > 0 && NT == 1 && kWS == 4 && !kPipe && !kHalf && !kXsh),
-                "raw staging: block FP8 / MXFP8 on the 4-warp grid");
+  static_assert(
+      !kSRing || ((F == WFmt::kFp8Block || kDiag > 0) && !kPipe && !kHalf && !kXsh && !kLean),
+      "scales in the ring: block FP8, MXFP8 with kDiag");
 
   extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
@@ -324,6 +329,9 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   // activations [rows][pitch] (bf16 halves, or e4m3 bytes for the FP8 formats), then the fp32
   // activation group scales [rows][chunk groups].
   constexpr int kStages = decode_stages(F) + kDeep;
+  // kSRing: the weight scales of each ring stage, [warp][stage][row of the tile] (MXFP8 8 E8M0
+  // bytes; block FP8 [0] = the row block's 2 floats).
+  __shared__ alignas(16) uint2 wsr[kSRing ? kThreads / 32 : 1][kSRing ? kStages : 1][16];
   constexpr bool kTrig = wtraits(F).fp8mma;  // the early trigger: FP8 weights only
   constexpr int kChunk = decode_chunk_bytes(F);
   constexpr int kChunkW = kHalf ? kChunk / kParts : kChunk;  // a warp's bytes of a slice
@@ -384,6 +392,18 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     uint8_t* dst = ring + stage * kChunkW + lane * 16;
 #pragma unroll
     for (int i = 0; i < kChunkW / 512; ++i) dec_cp_async16(dst + i * 512, src + i * 512);
+    if constexpr (kSRing) {
+      // MXFP8: row `lane`'s 8 E8M0 bytes of the slice; block FP8: the row block's 2 floats.
+      if constexpr (F == WFmt::kFp8Mx) {
+        if (lane < 16)
+          dec_cp_async8(&wsr[warp][stage][lane],
+                        p.wscale + (tile * 16 + lane) * p.scale_ld + sl * 8);
+      } else {
+        if (lane == 0)
+          dec_cp_async8(&wsr[warp][stage][0], reinterpret_cast<const float*>(p.wscale) +
+                                                  (tile * 16 / 128) * p.scale_ld + sl * 2);
+      }
+    }
   };
 
   // Raw scale bytes of one slice (registers).
@@ -403,6 +423,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     snext[1] = snext[0] + 8 * p.scale_ld;
   }
   auto load_scales = [&](int64_t sl, SliceScales& r) {
+    if constexpr (kSRing) return;  // in the ring (wsr)
     if constexpr (kLean) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -588,24 +609,6 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       const int total = rows * per_row;
       const int part = lane & 3;
       const uint16_t* const x16 = static_cast<const uint16_t*>(p.x);
-      // kQRaw: the rows' BF16 pieces of [c0, c1) (zeros past K) at raw row pitch rp values.
-      [[maybe_unused]] const int64_t rp = (c1 - c0) * kKS;
-      [[maybe_unused]] uint8_t* const xraw = xs + ((sg.bytes + 15) & ~int64_t{15});
-      if constexpr (kQRaw) {
-        const int pieces = static_cast<int>(rp / 8);
-        for (int i = threadIdx.x; i < rows * pieces; i += kThreads) {
-          const int r = i / pieces, c = i - r * pieces;
-          const int64_t k = kbase + c * 8;
-          uint8_t* const d = xraw + (r * rp + c * 8) * 2;
-          if (k < p.K)
-            dec_cp_async16(d, x16 + (tok0 + r) * p.ldx + k);
-          else
-            *reinterpret_cast<uint4*>(d) = make_uint4(0, 0, 0, 0);
-        }
-        dec_cp_async_commit();
-        dec_cp_async_wait<0>();
-        __syncthreads();
-      }
       for (int ub = warp * 8; ub < total; ub += kW * 8) {
         const int u = ub + (lane >> 2);
         const bool valid = u < total;
@@ -615,15 +618,9 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
         const uint16_t* const src = x16 + (tok0 + r) * p.ldx + k0;
         uint4 v4[4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          if constexpr (kQRaw)
-            v4[i] =
-                valid ? *reinterpret_cast<const uint4*>(xraw + (r * rp + (k0 - kbase) + 32 * i) * 2)
-                      : make_uint4(0, 0, 0, 0);
-          else
-            v4[i] = valid && k0 + 32 * i < p.K ? __ldg(reinterpret_cast<const uint4*>(src + 32 * i))
-                                               : make_uint4(0, 0, 0, 0);
-        }
+        for (int i = 0; i < 4; ++i)
+          v4[i] = valid && k0 + 32 * i < p.K ? __ldg(reinterpret_cast<const uint4*>(src + 32 * i))
+                                             : make_uint4(0, 0, 0, 0);
         uint8_t* const dst = xs + r * sg.pitch_bytes + j * 128 + part * 8;
         if constexpr (kGroup == 128) {
           const uint32_t w[16] = {v4[0].x, v4[0].y, v4[0].z, v4[0].w, v4[1].x, v4[1].y,
@@ -794,6 +791,8 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     };
     const uint4(&sc_raw)[2][2] = cur.sc;
     const int gcol0 = static_cast<int>(kGroup ? koff / kGroup : 0);
+    // kSRing: this slice's ring stage (its scales in wsr).
+    [[maybe_unused]] const int stg = kSRing ? static_cast<int>((vals - ring) / kChunkW) : 0;
     // kLean: each token tile's ldmatrix row address of the slice, the atoms at immediate offsets.
     [[maybe_unused]] const uint8_t* xb[NT];
     if constexpr (kLean) {
@@ -809,7 +808,8 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
         if constexpr (F == WFmt::kMxfp4 || F == WFmt::kFp8Mx) {
           gsc[h][j] = e8m0_f32((w[j / 4] >> (8 * (j % 4))) & 0xFFu);
         } else if constexpr (F == WFmt::kFp8Block) {
-          gsc[h][j] = __uint_as_float(j == 0 ? sc_raw[0][0].x : sc_raw[0][0].y);
+          const uint2 bs = kSRing ? wsr[warp][stg][0] : make_uint2(sc_raw[0][0].x, sc_raw[0][0].y);
+          gsc[h][j] = __uint_as_float(j == 0 ? bs.x : bs.y);
         } else if constexpr (F == WFmt::kQ8_0) {
           gsc[h][j] = half_bits_f32((w[j / 2] >> (16 * (j % 2))) & 0xFFFFu);
         } else if constexpr (kIq2) {
@@ -895,16 +895,27 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       }
       // Column c = 2t + (i & 1) is group c of the slice: weight scale byte c of rows g / g + 8
       // times the token's activation scale of that group.
-      const uint32_t w0 = (t < 2 ? sc_raw[0][0].x : sc_raw[0][0].y) >> (16 * (t & 1));
-      const uint32_t w1 = (t < 2 ? sc_raw[1][0].x : sc_raw[1][0].y) >> (16 * (t & 1));
+      uint32_t w0, w1;
+      if constexpr (kSRing) {
+        w0 = reinterpret_cast<const uint32_t*>(&wsr[warp][stg][g])[t >> 1] >> (16 * (t & 1));
+        w1 = reinterpret_cast<const uint32_t*>(&wsr[warp][stg][g + 8])[t >> 1] >> (16 * (t & 1));
+      } else {
+        w0 = (t < 2 ? sc_raw[0][0].x : sc_raw[0][0].y) >> (16 * (t & 1));
+        w1 = (t < 2 ? sc_raw[1][0].x : sc_raw[1][0].y) >> (16 * (t & 1));
+      }
       float x0 = 1.f, x1 = 1.f;
       if (has_xs) {
         const float2 xv = *reinterpret_cast<const float2*>(xsc + gcol0 + 2 * t);
         x0 = xv.x;
         x1 = xv.y;
       }
-      const float f[4] = {e8m0_f32(w0 & 0xFFu) * x0, e8m0_f32((w0 >> 8) & 0xFFu) * x1,
-                          e8m0_f32(w1 & 0xFFu) * x0, e8m0_f32((w1 >> 8) & 0xFFu) * x1};
+      // e8m0_f32 by selects (its branches cost ~6 instructions each here).
+      auto e8 = [](uint32_t e) {
+        const uint32_t b = e == 0 ? 0x00400000u : e << 23;
+        return __uint_as_float(e == 255 ? 0x7FC00000u : b);
+      };
+      const float f[4] = {e8(w0 & 0xFFu) * x0, e8((w0 >> 8) & 0xFFu) * x1, e8(w1 & 0xFFu) * x0,
+                          e8((w1 >> 8) & 0xFFu) * x1};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         float s = dt[0][i] + dt[1][i];
