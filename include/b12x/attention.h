@@ -217,12 +217,12 @@ struct PagedPlan {
   /// 16/2/256 B=8 25.0 / 25.3 -> 24.7 / 24.9, BF16 37.9 / 38.2 -> 37.8 / 37.9, BF16 32/8/128
   /// B=1 x 8k 13.0 / 13.0 -> 12.8 / 12.9.
   bool epilogue_half = true;
-  /// Probe (session 28, B12X_ATTN_SKEW=pct, B12X_ATTN_SKEW_SPLITS=nf; early-K/V wideh3 plans): the
-  /// early instance with weighted split bounds (kernel suffix `_v8`): the first `skew_splits`
-  /// splits of a range take (100 + skew_pct) % of the tokens of each other split, in whole KV
-  /// tiles. 0: the default.
+  /// Probe (session 28, B12X_ATTN_THROTTLE_NS=ns with B12X_ATTN_FAST_SMS=a-b,c,...; early-K/V
+  /// wideh3 plans): the early instance whose CTAs on the listed SMs sleep `throttle_ns` per loop
+  /// iteration (kernel suffix `_v4`). 0: the default.
   int early_var = 0;
-  int skew_splits = 0, skew_pct = 0;
+  int throttle_ns = 0;
+  uint32_t fast_sms[8] = {};
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

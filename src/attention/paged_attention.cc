@@ -452,17 +452,31 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.early_cap = true;
   const char* cap_env = std::getenv("B12X_ATTN_EARLY_CAP");
   if (cap_env != nullptr) plan.early_cap = std::string(cap_env) != "0";
-  // Probe (session 28, B12X_ATTN_SKEW=pct, 0 < pct <= 100, with B12X_ATTN_SKEW_SPLITS=nf, 3 if
-  // unset; PagedPlan::early_var): the early instance with weighted split bounds, where compiled
-  // (wideh3; stamped too with B12X_ATTN_STAMPS=1).
-  if (const char* skew_env = std::getenv("B12X_ATTN_SKEW")) {
-    const char* nf_env = std::getenv("B12X_ATTN_SKEW_SPLITS");
-    const int pct = std::atoi(skew_env), nf = nf_env != nullptr ? std::atoi(nf_env) : 3;
-    if (plan.early_kv && k->launch_early_var[detail::kEarlyVarSkew] != nullptr && nf > 0 &&
-        pct > 0 && pct <= 100) {
-      plan.early_var = detail::kEarlyVarSkew;
-      plan.skew_splits = nf;
-      plan.skew_pct = pct;
+  // Probe (session 28, B12X_ATTN_THROTTLE_NS=ns, 0 < ns <= 100000, with B12X_ATTN_FAST_SMS=
+  // SM ids or ranges a-b below 256 separated by ',' or '/'; PagedPlan::early_var): the early
+  // instance whose CTAs on those SMs sleep per loop iteration, where compiled (wideh3; stamped too
+  // with B12X_ATTN_STAMPS=1).
+  if (const char* th_env = std::getenv("B12X_ATTN_THROTTLE_NS")) {
+    const int ns = std::atoi(th_env);
+    const char* sms = std::getenv("B12X_ATTN_FAST_SMS");
+    if (plan.early_kv && k->launch_early_var[detail::kEarlyVarThrottle] != nullptr && ns > 0 &&
+        ns <= 100000 && sms != nullptr) {
+      plan.early_var = detail::kEarlyVarThrottle;
+      plan.throttle_ns = ns;
+      for (const char* c = sms; *c != '\0';) {
+        char* end = nullptr;
+        const long a = std::strtol(c, &end, 10);
+        long b = a;
+        if (end == c) break;
+        if (*end == '-') {
+          c = end + 1;
+          b = std::strtol(c, &end, 10);
+          if (end == c) break;
+        }
+        for (long i = std::max(0L, a); i <= std::min(255L, b); ++i)
+          plan.fast_sms[i >> 5] |= 1u << (i & 31);
+        c = *end != '\0' ? end + 1 : end;  // any one separator (',' or '/')
+      }
     }
   }
   plan.early_cap = plan.early_cap && plan.early_kv && !plan.stamps && plan.early_var == 0 &&
@@ -786,8 +800,8 @@ void run_paged(const PagedBinding& b, Stream stream) {
     p.stamp_merge = plan.stamp_merge;
   }
   if (plan.early_var > 0) {
-    p.skew_splits = plan.skew_splits;
-    p.skew_pct = plan.skew_pct;
+    p.throttle_ns = plan.throttle_ns;
+    for (int i = 0; i < 8; ++i) p.fast_sms[i] = plan.fast_sms[i];
   }
   const detail::LaunchFn main_fn =
       plan.stamps && plan.early_var > 0 ? k->launch_stamp_early_var[plan.early_var]

@@ -100,10 +100,10 @@ struct PagedParams {
   // first, merge CTAs from stamps + stamp_merge (see kStampSlots in the kernels); null: off.
   unsigned long long* stamps;
   int64_t stamp_merge;
-  // Probe kVarSkew (session 28, B12X_ATTN_SKEW; PagedPlan::skew_splits): the first skew_splits
-  // splits take (100 + skew_pct) % of an other split's tokens (skew_bounds in the kernels).
-  int32_t skew_splits;
-  int32_t skew_pct;
+  // Probe kVarThrottle (session 28, B12X_ATTN_THROTTLE_NS / B12X_ATTN_FAST_SMS): CTAs on the SMs
+  // whose bit is set sleep throttle_ns per loop iteration.
+  uint32_t fast_sms[8];
+  int32_t throttle_ns;
 };
 
 }  // namespace b12x::attention::detail

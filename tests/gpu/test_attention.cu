@@ -1871,15 +1871,14 @@ TEST(AttentionGpuDecode, EarlyQPrefetch) {
   B12X_TEST_CUDA(cudaStreamDestroy(st));
 }
 
-// Session 28's probe B12X_ATTN_SKEW (wideh3's early instance with weighted split bounds):
-// automatic and forced splits over long and short ranges (the even chunks where a split would
-// hold fewer than 4 tiles), pages 64 / 128, sinks, a window (a range not starting at 0), verify
+// Session 28's probe B12X_ATTN_THROTTLE_NS (wideh3's early instance, CTAs on the listed SMs
+// sleep per loop iteration): automatic and forced splits, pages 64 / 128, sinks, a window, verify
 // q_len 2, fresh and stale metadata, against the reference (graph replays: below).
-TEST(AttentionGpuDecode, SkewSplitsProbe) {
+TEST(AttentionGpuDecode, ThrottleProbe) {
   B12X_REQUIRE_GPU();
   if (b12x::device_info(0).family != b12x::ArchFamily::kSm90)
     GTEST_SKIP() << "early K/V plans (SM90) only";
-  const ScopedEnvs skew({{"B12X_ATTN_SKEW", "60"}, {"B12X_ATTN_SKEW_SPLITS", "2"}});
+  const ScopedEnvs throttle({{"B12X_ATTN_THROTTLE_NS", "300"}, {"B12X_ATTN_FAST_SMS", "0-40,77"}});
   cudaStream_t st;
   B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   for (int c = 0; c < 4; ++c) {
@@ -1895,10 +1894,10 @@ TEST(AttentionGpuDecode, SkewSplitsProbe) {
     s.page = c == 1 ? 64 : 128;
     s.sinks = c == 1;
     s.window = c == 2 ? 1500 : -1;
-    const std::string what = "skew " + s.str();
+    const std::string what = "throttle " + s.str();
     Problem p(s, rng());
     PLAN_AND_BIND(p);
-    EXPECT_EQ(p.plan.early_var, 8) << what << " " << p.plan.kernel;
+    EXPECT_EQ(p.plan.early_var, 4) << what << " " << p.plan.kernel;
     EXPECT_NE(p.plan.kernel.find("_wideh3_"), std::string::npos) << what << p.plan.kernel;
     run_fresh_and_stale(p, st, what);
   }
@@ -1944,7 +1943,7 @@ TEST(AttentionGpuGraph, EarlyKvReplayWithLateMetadataAndAppend) {
   std::normal_distribution<float> nd(0.f, 1.f);
   for (int c = 0; c < 4; ++c) {
     // c = 2: session 24's probe hcvt8 (FP8 16/2/256, page 128); c = 3: session 28's probe
-    // B12X_ATTN_SKEW on BF16 16/2/256 wideh3 (lengths long enough for 16 live splits)
+    // B12X_ATTN_THROTTLE_NS on BF16 16/2/256 wideh3
     const char* probe = "hcvt8";
     const DType kv = c == 0 || c == 3 ? DType::kBF16 : DType::kFP8E4M3;
     Spec s = gqa_decode_spec(
@@ -1955,8 +1954,8 @@ TEST(AttentionGpuGraph, EarlyKvReplayWithLateMetadataAndAppend) {
     s.page = 64;
     std::optional<ScopedEnvs> tile;
     if (c == 3)
-      tile.emplace(
-          std::initializer_list<std::pair<const char*, const char*>>{{"B12X_ATTN_SKEW", "25"}});
+      tile.emplace(std::initializer_list<std::pair<const char*, const char*>>{
+          {"B12X_ATTN_THROTTLE_NS", "200"}, {"B12X_ATTN_FAST_SMS", "1,3,5-70"}});
     if (c >= 2) {
       if (c == 2)
         tile.emplace(std::initializer_list<std::pair<const char*, const char*>>{
@@ -1967,14 +1966,14 @@ TEST(AttentionGpuGraph, EarlyKvReplayWithLateMetadataAndAppend) {
       s.page = 128;
     }
     const std::string what = std::string("early graph ") + b12x::dtype_name(kv) +
-                             (c == 2 ? std::string(" ") + probe : "") + (c == 3 ? " skew" : "");
+                             (c == 2 ? std::string(" ") + probe : "") + (c == 3 ? " throttle" : "");
     Problem p(s, rng());
     PLAN_AND_BIND(p);
     if (c == 2)
       EXPECT_NE(p.plan.kernel.find(std::string("_") + probe + "_"), std::string::npos)
           << p.plan.kernel;
     if (c == 3 && b12x::device_info(0).family == b12x::ArchFamily::kSm90)
-      EXPECT_EQ(p.plan.early_var, 8) << what << " " << p.plan.kernel;
+      EXPECT_EQ(p.plan.early_var, 4) << what << " " << p.plan.kernel;
     if (b12x::device_info(0).family == b12x::ArchFamily::kSm90)
       EXPECT_TRUE(p.plan.early_kv) << what << " " << p.plan.kernel;
     cudaStream_t st;

@@ -597,30 +597,14 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// kVar (session 25, early-K/V lean instances only): kVarVdEarly loads the V descale before the
 /// epilogue's barriers, kVarQPrefetch prefetches the CTA's Q rows into L2 before the PDL wait.
 /// hcvt8's early instance runs both (round 94; paged_instances.cuh).
-/// kVarSkew (session 28 probe, B12X_ATTN_SKEW): weighted contiguous split bounds (skew_bounds).
-constexpr int kVarVdEarly = 1, kVarQPrefetch = 2, kVarSkew = 8;
+/// kVarThrottle (session 28 probe, B12X_ATTN_THROTTLE_NS): a CTA on an SM of p.fast_sms sleeps
+/// p.throttle_ns at the top of every loop iteration. Round 105's stamps (BF16 wideh3 B = 8): the
+/// DRAM runs at ~4.76 TB/s while all CTAs stream, the CTAs of the fast GPC blocks (SMs 0-1,
+/// 34-43, 48-49, 78-87 on that H200) at ~1.15x the others' rate, so they end 4-6 us early and the
+/// stream thins out over the last ~5 us. Slowing them hands their DRAM share to the others: does
+/// a call with even ends take less time back to back?
+constexpr int kVarVdEarly = 1, kVarQPrefetch = 2, kVarThrottle = 4;
 
-/// Probe kVarSkew: the bounds [begin, end) of split `split` when the first p.skew_splits splits
-/// take (100 + p.skew_pct) % of the tokens of each other split: bound(s) = lo + n x u(s) / u(ns),
-/// u(s) = 100 s + skew_pct min(s, skew_splits), cut to whole KV tiles from lo, bound(ns) = hi, so
-/// neighbouring splits compute the same bound. Only contiguous ranges with every split live and
-/// at least 4 tiles per split (no split turns empty); else the even chunks stay. In the bench's
-/// back-to-back replays the first splits enter first and land on the SMs the previous call freed
-/// first, the fast GPC blocks (session 27, round 101 stamps).
-__device__ __forceinline__ void skew_bounds(const PagedParams& p, const KvRange& r, int split,
-                                            int bn, int& begin, int& end) {
-  const int nf = p.skew_splits;
-  const int n = r.hi - r.lo;
-  if (r.stride > 0 || nf <= 0 || nf >= r.ns || r.ns != p.num_splits || n < 4 * bn * r.ns) return;
-  const int64_t w = int64_t(r.ns) * 100 + int64_t(nf) * p.skew_pct;
-  auto bound = [&](int s) {
-    if (s >= r.ns) return r.hi;
-    const int64_t u = int64_t(s) * 100 + int64_t(min(s, nf)) * p.skew_pct;
-    return r.lo + (static_cast<int>(int64_t(n) * u / w) & ~(bn - 1));
-  };
-  begin = bound(split);
-  end = bound(split + 1);
-}
 template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kVar = 0>
 __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
@@ -668,7 +652,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   auto derive = [&]() {
     kv_begin = range.lo + split * range.chunk;
     kv_end = range.stride > 0 ? range.hi : min(range.hi, kv_begin + range.chunk);
-    if constexpr ((kVar & kVarSkew) != 0) skew_bounds(p, range, split, kBN, kv_begin, kv_end);
     kv_step = range.stride > 0 ? range.stride : kBN;
     // may be 0 (empty range); interleaved: ceil(len / (ns kBN)) = ceil(ceil(len / kBN) / ns)
     n_tiles = range.stride > 0 && range.ns == p.num_splits && kv_end > kv_begin
@@ -1286,12 +1269,20 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     }
   }
 
+  bool throttled = false;  // probe kVarThrottle: CTA-uniform
+  if constexpr ((kVar & kVarThrottle) != 0) {
+    const uint32_t sm = sm_id();
+    throttled = p.throttle_ns > 0 && sm < 256 && ((p.fast_sms[sm >> 5] >> (sm & 31)) & 1u) != 0;
+  }
   for (int it = 0; it < n_tiles; ++it) {
     // Group g holds tile g (the full ring's iteration 0 commits none): `ahead` groups may stay
     // pending at iteration 0 of the full ring, ahead - 1 otherwise.
     const bool refill = !(full_ring && it == 0);  // the full ring's stages are all in use
     cp_async_wait_n(refill ? ahead - 1 : ahead);
     __syncthreads();
+    if constexpr ((kVar & kVarThrottle) != 0) {
+      if (throttled) __nanosleep(static_cast<unsigned>(p.throttle_ns));
+    }
     if constexpr (kStamp) {
       if (it == 0) stamp<kStamp>(p, 4);
       if (it == n_tiles - 1) stamp<kStamp>(p, 5);
