@@ -2599,6 +2599,11 @@ Plan plan(const Caps& caps) {
       s16_rule && ((p.stream16_tw > 0 && p.stream16_depth == 0) || p.stream_rows_parts > 0) ? 1 : 0;
   if (const char* e = std::getenv("B12X_GEMM_REDUCE_TRIG"); e != nullptr)
     p.reduce_trig = std::atoi(e) & 1;
+  // PROBE (session 28, block16): bit 2, the FP4 block kernel and its reduce fetch the parameter
+  // lines they read after griddep_wait into the constant cache before it (warm_param_lines).
+  if (const char* e = std::getenv("B12X_GEMM_S16_WARM");
+      e != nullptr && e[0] == '1' && p.stream16_tw > 0 && p.stream16_depth == 0)
+    p.reduce_trig |= 2;
   // Bit 4 on an FP8 block kernel plan whose split is summed in a cluster (session 23): the
   // dependent launch before the sum (round 87, 14336x4096 cl4, us, after -> before the sum: block
   // FP8 M = 4 / 8 / 16 19.81 / 20.37 / 21.79 -> 19.56 / 20.06 / 21.24, MXFP8 M = 1 / 4 / 8 / 16
@@ -3137,7 +3142,7 @@ void run(const Binding& b, Stream stream) {
     // W4A16 M = 16 15.06 us, without 16.01).
     const bool cl = plan.stream16_cluster > 0 && M >= plan.stream16_cluster_min_m && !lo;
     p.stream_trig = ((plan.stream_trig & 4) && !lo) || cl ? 1 : 0;
-    p.reduce_trig = plan.reduce_trig && plan.pdl ? 1 : 0;
+    p.reduce_trig = ((plan.reduce_trig & 1) && plan.pdl ? 1 : 0) | (plan.reduce_trig & 2);
     if (cl) p.partial = nullptr;
     const bool stamp = (plan.stream16_var & lin::kS16VarStamp) && !cl && !lo && !s16_qa_run &&
                        p.partial != nullptr && p.act_kind == lin::kActRaw16;
@@ -3173,7 +3178,7 @@ void run(const Binding& b, Stream stream) {
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream_rows_vp;
     p.stream_trig = (plan.stream_trig & 2) ? 1 : 0;
-    p.reduce_trig = plan.reduce_trig && plan.pdl ? 1 : 0;
+    p.reduce_trig = (plan.reduce_trig & 1) && plan.pdl ? 1 : 0;
     p.stream_var = plan.stream_rows_var;
     lin::launch_linear_stream(im.wfmt, plan.stream_rows_parts, 2, plan.stream_rows_ctas,
                               plan.stream_rows_smem, p, stream, 4);

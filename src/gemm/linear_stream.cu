@@ -367,10 +367,11 @@ __global__ void __launch_bounds__(256) linear_reduce_stamp_kernel(const LinearPa
   if (threadIdx.x == 0) {
     st_s[0] = s16_gtime();
     st_launch = static_cast<unsigned>(atomicAdd(&g_s16_stamp_ctr[1], 1ull) / gridDim.x);
+    if (p.reduce_trig & 2) warm_param_lines(p);
   }
   griddep_wait();
   if (threadIdx.x == 0) st_s[1] = s16_gtime();
-  if (p.reduce_trig) griddep_launch_dependents();
+  if (p.reduce_trig & 1) griddep_launch_dependents();
   const int64_t pairs = (p.N + 1) / 2;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx < p.M * pairs) {

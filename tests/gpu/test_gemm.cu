@@ -2419,6 +2419,24 @@ TEST(GemmGpu, DecodeStreamRowsJit) {
   EXPECT_EQ(gemm::lin::last_stream_launch().rows, 4);
 }
 
+TEST(GemmGpu, DecodeStream16Warm) {
+  B12X_REQUIRE_GPU();
+  // Session 28 probe (B12X_GEMM_S16_WARM=1, reduce_trig bit 2): the FP4 block kernel and its
+  // reduce read their parameter lines before griddep_wait; the same outputs. The default plans at
+  // M = 2 / 5 / 8 / 16 (partials + reduce; 16 warps / cluster where the rules take them): NVFP4 /
+  // MXFP4, W4A16 / W4A4, bias, FP16 outputs, replayed graphs with changed inputs.
+  ScopedEnv ew("B12X_GEMM_S16_WARM", "1");
+  int i = 0;
+  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
+    for (int64_t M : {2, 5, 8, 16}) {
+      const int64_t N = (i % 2) ? 264 : 512, K = (i % 3) ? 4096 : 2048;
+      run_case({f, M, N, K, DType::kBF16, (i % 5) == 2 ? DType::kFP16 : DType::kBF16, (i % 3) == 1},
+               /*graph_replay=*/(i % 4) == 3);
+      ++i;
+    }
+}
+
 TEST(GemmGpu, DecodeStream16) {
   B12X_REQUIRE_GPU();
   // Session 13: the M = 5..16 block kernel (forced: B12X_GEMM_STREAM16=1): NVFP4 W4A16 and W4A4

@@ -87,10 +87,13 @@ __global__ void __launch_bounds__(256) act_dequant_kernel(const ActParams p) {
 /// all NP columns, so with odd N the pair's second column n = N is read initialized and never
 /// stored (the n + e < N check below).
 __global__ void __launch_bounds__(256) linear_reduce_kernel(const LinearParams p) {
+  // PROBE (session 28, block16; reduce_trig bit 2, B12X_GEMM_S16_WARM=1): the parameter lines
+  // the sums and stores read, fetched into the SM's constant cache during the wait.
+  if (threadIdx.x == 0 && (p.reduce_trig & 2)) warm_param_lines(p);
   griddep_wait();
   // The next kernel's griddep_wait still waits for this grid's completion and stores; its CTAs
   // take free slots and request their weights meanwhile (Plan::reduce_trig, session 22).
-  if (p.reduce_trig) griddep_launch_dependents();
+  if (p.reduce_trig & 1) griddep_launch_dependents();
   const int64_t pairs = (p.N + 1) / 2;
   const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= p.M * pairs) return;

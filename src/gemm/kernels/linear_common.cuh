@@ -474,4 +474,23 @@ __device__ __forceinline__ void store_out_elem(const LinearParams& p, int64_t to
     store_out<false>(p.out, tok * p.ldo + row, v);
 }
 
+/// PROBE (session 28, block16; LinearParams::reduce_trig bit 2, B12X_GEMM_S16_WARM=1): one thread
+/// per CTA reads the parameters the staging, the epilogue and the reduce read after griddep_wait
+/// (round 105's stamps: 0.5-1.0 us from a warp's last MMA to its partial stores, with no data
+/// load between, i.e. the constant-cache misses of fields first read there), so that the SM's
+/// constant cache holds their lines before the wait returns. The sum's store into a shared word
+/// no one reads keeps the loads alive.
+__device__ __forceinline__ void warm_param_lines(const LinearParams& p) {
+  __shared__ volatile uint64_t warm_sink;
+  const uint64_t h = reinterpret_cast<uint64_t>(p.x) ^ reinterpret_cast<uint64_t>(p.partial) ^
+                     reinterpret_cast<uint64_t>(p.out) ^ reinterpret_cast<uint64_t>(p.bias) ^
+                     reinterpret_cast<uint64_t>(p.alpha) ^ static_cast<uint64_t>(p.ldx) ^
+                     static_cast<uint64_t>(p.NP) ^ static_cast<uint64_t>(p.N) ^
+                     static_cast<uint64_t>(p.M) ^ static_cast<uint64_t>(p.K) ^
+                     static_cast<uint64_t>(p.ldo) ^ __float_as_uint(p.out_mult) ^
+                     static_cast<uint64_t>(p.out_fp16) ^ static_cast<uint64_t>(p.x_vec16) ^
+                     static_cast<uint64_t>(p.split) ^ static_cast<uint64_t>(p.n16);
+  warm_sink = h;
+}
+
 }  // namespace b12x::gemm::lin

@@ -1366,6 +1366,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
       sw8[u] = __ldg(reinterpret_cast<const uint4*>(sr + 8 * p.scale_ld));
     }
   }
+  if (threadIdx.x == 0 && (p.reduce_trig & 2)) warm_param_lines(p);
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
   if constexpr (kStamp)
     if (threadIdx.x == 0) st_s[1] = s16_gtime();
