@@ -303,10 +303,6 @@ struct Plan {
   /// The 4-row stream kernel with the shuffled splats (session 14, default since round 53;
   /// always true since session 21, which removed the other form).
   bool stream_rows_shfl = false;
-  /// PROBE (session 28, B12X_GEMM_STREAM_ROWS_JIT=1): the 4-row kernel's variant, 128 = the
-  /// activations loaded per warp and block of 4 vectors with the weights (the M = 1 kernel's kJit)
-  /// instead of staged per CTA before the loop; 16 KB of shared memory, so no K split.
-  int stream_rows_var = 0;
   /// Decode regime at M = 5..16, NVFP4 / MXFP4 weights with BF16 activations (raw, or the
   /// pre-pass's; session 13, default): the block kernel (lin::launch_linear_stream16) whose CTAs
   /// hold stream16_tiles (8 x stream16_tw) 16-row tiles over one K range of stream16_vp 64-K

@@ -724,8 +724,7 @@ namespace {
 std::string stream_rows_describe(const Plan& p) {
   if (p.stream_rows_parts == 0) return std::string();
   return " stream4=" + std::to_string(p.stream_rows_parts) + (p.stream_rows_shfl ? "s" : "") + "x" +
-         std::to_string(p.stream_rows_split) + "/" + std::to_string(p.stream_rows_ctas) +
-         (p.stream_rows_var ? " v" + std::to_string(p.stream_rows_var) : std::string());
+         std::to_string(p.stream_rows_split) + "/" + std::to_string(p.stream_rows_ctas);
 }
 
 // The M <= 16 block kernel's variant tags, shared by describe() and the kernel signature (each
@@ -1917,12 +1916,6 @@ Plan plan(const Caps& caps) {
       force_split = std::atoi(e);
     const char* pe = std::getenv("B12X_GEMM_STREAM_PREPASS_PDL");
     p.stream_rows_pdl = !(pe != nullptr && pe[0] == '0');
-    // =1: W4A4's NVFP4 activations converted in the blocks (168, no pre-pass); =2: after the
-    // BF16 pre-pass (128).
-    const char* ej = std::getenv("B12X_GEMM_STREAM_ROWS_JIT");
-    const int rvar = ej == nullptr || (ej[0] != '1' && ej[0] != '2')       ? 0
-                     : ej[0] == '1' && caps.format == LinearFormat::kNvfp4 ? 168
-                                                                           : 128;
     // The shuffled splats (default since round 53): W4A16 M = 2 / 4 9.10 / 9.27, 16.22 / 16.40,
     // 18.99 / 19.43, 11.15 / 11.37 -> 8.72 / 8.82, 15.12 / 15.27, 17.95 / 18.39, 10.66 / 10.84
     // us (4096x4096, 14336x4096, 4096x14336, 6144x4096; W4A4 17.09 -> 16.06 at 14336x4096 M = 2);
@@ -1935,17 +1928,16 @@ Plan plan(const Caps& caps) {
     for (int parts : {1, 2, 4, 8}) {
       if (!ok) break;
       if (force_parts > 0 && parts != force_parts) continue;
-      if (!lin::stream_kernel_available(wf, fp16, parts, 2, kRows, rvar)) continue;
+      if (!lin::stream_kernel_available(wf, fp16, parts, 2, kRows)) continue;
       const int64_t groups = (geo.n16 + kWarps / parts - 1) / (kWarps / parts);
       for (int sp = 1; sp <= 64; ++sp) {
         if (force_split > 0 && sp != force_split) continue;
         const int vp = lin::stream_vectors_per_part(geo.kvec, parts, sp);
         if (force_split == 0 && sp > 1 && int64_t{sp - 1} * parts * vp >= geo.kvec)
           break;  // an idle K range
-        const int64_t smem = rvar ? lin::kStreamJitBytes * kRows
-                                  : lin::stream_smem_bytes(geo.kvec, parts, kRows, sp);
+        const int64_t smem = lin::stream_smem_bytes(geo.kvec, parts, kRows, sp);
         if (smem > lin::kStreamRowsSmemBudget) continue;
-        const int fit = lin::prepare_linear_stream(caps.device, wf, parts, 2, smem, kRows, rvar);
+        const int fit = lin::prepare_linear_stream(caps.device, wf, parts, 2, smem, kRows);
         if (fit <= 0) continue;
         const int64_t slots = sms * (per_sm > 0 ? std::min(per_sm, fit) : fit);
         int64_t gx = std::min(groups, std::max<int64_t>(1, slots / sp));
@@ -1960,7 +1952,6 @@ Plan plan(const Caps& caps) {
           p.stream_rows_vp = vp;
           p.stream_rows_smem = smem;
           p.stream_rows_shfl = rshfl;
-          p.stream_rows_var = rvar;
         }
         break;  // the smallest split that fits
       }
@@ -2656,8 +2647,7 @@ Plan plan(const Caps& caps) {
           << (p.decode_stream_var ? "v" + std::to_string(p.decode_stream_var) : std::string());
     if (p.stream_rows_parts > 0)
       sig << " stream_r4=" << p.stream_rows_parts << (p.stream_rows_shfl ? "s" : "")
-          << (p.stream_rows_split > 1 ? "+reduce" : "")
-          << (p.stream_rows_var ? " v" + std::to_string(p.stream_rows_var) : std::string());
+          << (p.stream_rows_split > 1 ? "+reduce" : "");
     if (p.stream16_tw > 0)
       sig << " stream16=" << p.stream16_tw
           << (p.stream16_cluster > 0 && p.stream16_cluster_min_m > s16_min_m(p) ? "+reduce" : "")
@@ -2880,13 +2870,8 @@ void run(const Binding& b, Stream stream) {
     // The M = 1 stream kernel with the conversion in its staging (Plan::decode_stream_var & 8).
     const bool m1_qx = (plan.decode_stream_var & 8) && plan.decode_stream_parts > 0 && !tiled &&
                        M == 1 && (f == LinearFormat::kNvfp4 || f == LinearFormat::kMxfp4);
-    // The 4-row kernel converting NVFP4 activations in its blocks (probe, Plan::stream_rows_var
-    // 168).
-    const bool rows_qf = (plan.stream_rows_var & 8) && plan.stream_rows_parts > 0 && !tiled &&
-                         M >= 2 && M <= 4 && f == LinearFormat::kNvfp4 &&
-                         !(M >= s16_min_m(plan) && plan.stream16_tw > 0);
     const bool prepass = plan.act_prepass && (!lin::wtraits(im.wfmt).fp8mma || tiled_f8_fold) &&
-                         !s16_qx && !m1_qx && !s16_qa && !rows_qf;
+                         !s16_qx && !m1_qx && !s16_qa;
     // s16_qa's NVFP4 values come times 2^-7 (nvfp4x8_bf16_e7): the outputs and partials times 2^7.
     if (s16_qa && f == LinearFormat::kNvfp4) p.out_mult *= 128.f;
     uint16_t* const act_out = reinterpret_cast<uint16_t*>(b.scratch + plan.off_act);
@@ -3170,16 +3155,13 @@ void run(const Binding& b, Stream stream) {
                               plan.decode_stream_ctas, plan.decode_stream_smem, p, stream, 1);
     return;
   }
-  if (M >= 2 && M <= 4 && plan.stream_rows_parts > 0 &&
-      (p.act_kind == lin::kActRaw16 ||
-       ((plan.stream_rows_var & 8) && p.act_kind == lin::kActNvfp4)) &&
+  if (M >= 2 && M <= 4 && plan.stream_rows_parts > 0 && p.act_kind == lin::kActRaw16 &&
       p.xs_kind == lin::kXsNone) {
     p.split = plan.stream_rows_split;
     p.partial = p.split > 1 ? reinterpret_cast<float*>(b.scratch + plan.off_partial) : nullptr;
     p.stream_vp = plan.stream_rows_vp;
     p.stream_trig = (plan.stream_trig & 2) ? 1 : 0;
     p.reduce_trig = (plan.reduce_trig & 1) && plan.pdl ? 1 : 0;
-    p.stream_var = plan.stream_rows_var;
     lin::launch_linear_stream(im.wfmt, plan.stream_rows_parts, 2, plan.stream_rows_ctas,
                               plan.stream_rows_smem, p, stream, 4);
     if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);

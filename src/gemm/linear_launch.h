@@ -63,7 +63,7 @@ bool decode_lean_available(WFmt f, bool fp16, int nt, int ws, bool pipe, bool ha
 /// parts of stream_vectors_per_part 64-K vectors, a register ring of kStreamDepth vectors per
 /// warp, registers capped for `occ` (2 or 3) CTAs per SM, a persistent grid of `ctas` CTAs over
 /// the row-tile groups; dynamic shared memory stream_smem_bytes (the staged activations).
-bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows = 1, int var = 0);
+bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows = 1);
 /// Session 24 (default; B12X_GEMM_STREAM_QS=0 off): W4A4 FP4 activations converted in the staging
 /// by pair arithmetic (stream_var 40 = 8 | 32), NVFP4 and MXFP4.
 bool stream_qs_available(int parts, int occ);
@@ -108,9 +108,7 @@ StreamLaunch last_stream_launch();
 int stream_vectors_per_part(int64_t kvec, int parts, int split = 1);
 int64_t stream_smem_bytes(int64_t kvec, int parts, int rows = 1, int split = 1);
 /// Host only (plan time): the opt-in above 48 KB on `device` and the CTAs per SM (occupancy).
-/// var: the 4-row kernel's variant (session 28 probe: 128, the per-warp activation blocks).
-int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows = 1,
-                          int var = 0);
+int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows = 1);
 /// rows 4 (M = 2..4): a grid of (ctas, p.split); p.split > 1 writes fp32 partials to
 /// p.partial, which the caller reduces (launch_linear_reduce). p.stream_vp and `smem` are the
 /// plan's (stream_vectors_per_part / stream_smem_bytes at plan time; run recomputes neither).

@@ -191,15 +191,6 @@ StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool mx_fr
     return pick_stream(f, fp16, parts, occ, rows, mx_free, var & ~kStreamVarRs);
   if (var == kStreamVarLate && f == WFmt::kMxfp4 && !mx_free)
     return pick_stream(f, fp16, parts, occ, rows, mx_free);
-  // PROBE (session 28, B12X_GEMM_STREAM_ROWS_JIT): 4 rows on the per-warp activation blocks
-  // (kJit; 168: W4A4's NVFP4 activations converted in them, no pre-pass), NVFP4 at the 2-CTA cap,
-  // 4 / 8 parts.
-  if (rows == 4 && f == WFmt::kNvfp4 && occ == 2 && (var == 128 || var == 168))
-    return parts == 8   ? (var == 128 ? &linear_stream_kernel<8, 2, 4, false, false, 128>
-                                      : &linear_stream_kernel<8, 2, 4, false, false, 168>)
-           : parts == 4 ? (var == 128 ? &linear_stream_kernel<4, 2, 4, false, false, 128>
-                                      : &linear_stream_kernel<4, 2, 4, false, false, 168>)
-                        : nullptr;
   if (var != 0) return rows == 1 ? stream_var_fn(f, parts, occ, var, mx_free) : nullptr;
   if (f == WFmt::kMxfp4) {
     if (rows != 1 || !mx_free) return nullptr;
@@ -472,8 +463,8 @@ StreamLaunch last_stream_launch() {
 
 // The plan's queries take MXFP4's fold-free instance (the only staged one; the fold's have the
 // same registers and shared memory).
-bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows, int var) {
-  return pick_stream(f, fp16, parts, occ, rows, f == WFmt::kMxfp4, var) != nullptr;
+bool stream_kernel_available(WFmt f, bool fp16, int parts, int occ, int rows) {
+  return pick_stream(f, fp16, parts, occ, rows, f == WFmt::kMxfp4) != nullptr;
 }
 
 bool stream_late_available(WFmt f, int parts, int occ, int var) {
@@ -510,8 +501,8 @@ int64_t stream_smem_bytes(int64_t kvec, int parts, int rows, int split) {
          rows;  // staged BF16
 }
 
-int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows, int var) {
-  const StreamFn k = pick_stream(f, false, parts, occ, rows, f == WFmt::kMxfp4, var);
+int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, int rows) {
+  const StreamFn k = pick_stream(f, false, parts, occ, rows, f == WFmt::kMxfp4);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows);
   const void* fn = reinterpret_cast<const void*>(k);
@@ -524,19 +515,21 @@ int prepare_linear_stream(int device, WFmt f, int parts, int occ, int64_t smem, 
 
 void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, const LinearParams& p,
                           Stream stream, int rows) {
-  const StreamFn k = pick_stream(f, false, parts, occ, rows, p.mx_free != 0, p.stream_var);
+  const StreamFn k =
+      pick_stream(f, false, parts, occ, rows, p.mx_free != 0, rows == 1 ? p.stream_var : 0);
   B12X_ASSERT(k != nullptr, "no stream kernel for format ", static_cast<int>(f), " parts=", parts,
               " occ=", occ, " rows=", rows, " var=", p.stream_var);
   const int split = rows == 1 ? 1 : std::max(p.split, 1);
-  const bool qx = (p.stream_var & 8) != 0;
+  const bool qx = rows == 1 && (p.stream_var & 8);
   const int act_kind = qx ? (f == WFmt::kMxfp4 ? kActMxfp4 : kActNvfp4) : kActRaw16;
   const int xs_kind = qx && f == WFmt::kMxfp4 ? kXsE8m0Swz : kXsNone;
   B12X_ASSERT(p.M >= 1 && p.M <= rows && p.act_kind == act_kind && p.xs_kind == xs_kind &&
                   p.stream_vp > 0 &&
                   p.stream_vp % ((p.stream_var & kStreamVarHalf) ? 2 : kStreamDepth) == 0 &&
                   int64_t{p.stream_vp} * parts * split >= p.kvec &&
-                  smem == ((p.stream_var & 128) ? kStreamJitBytes * rows
-                                                : int64_t{parts} * p.stream_vp * 64 * 2 * rows) &&
+                  smem == (rows == 1 && (p.stream_var & 128)
+                               ? kStreamJitBytes
+                               : int64_t{parts} * p.stream_vp * 64 * 2 * rows) &&
                   (split == 1 || p.partial != nullptr),
               "stream kernel: M=", p.M, " rows=", rows, " act=", p.act_kind, " vp=", p.stream_vp,
               " split=", split, " smem=", smem);

@@ -2365,60 +2365,6 @@ TEST(GemmGpu, DecodeStreamRows) {
   }
 }
 
-TEST(GemmGpu, DecodeStreamRowsJit) {
-  B12X_REQUIRE_GPU();
-  // Session 28 probe (B12X_GEMM_STREAM_ROWS_JIT=1, Plan::stream_rows_var 128): the 4-row kernel
-  // with each warp's activations loaded per block of 4 vectors with its weights (no CTA staging,
-  // no K split): 4 / 8 parts, M = 2..4, NVFP4 W4A16 and W4A4 (its FP4 activations converted in
-  // the blocks, var 168; the BF16 pre-pass with =2), K = 1280 / 4864
-  // and the tails 1312 / 4832 (the last vector half past K), partial groups (N = 72, 200), bias,
-  // FP16 outputs, capacity above M, replayed graphs with changed inputs.
-  ScopedEnv er("B12X_GEMM_STREAM_ROWS", "1"), ej("B12X_GEMM_STREAM_ROWS_JIT", "1");
-  int i = 0;
-  for (const char* parts : {"4", "8"})
-    for (const int64_t K : {1280, 1312, 4832, 4864})
-      for (int64_t M : {2, 3, 4}) {
-        ScopedEnv ep("B12X_GEMM_STREAM_PARTS", parts);
-        const LinearFormat f = (i % 2) ? LinearFormat::kNvfp4 : LinearFormat::kNvfp4W4A16;
-        const int64_t N = (i % 4) < 2 ? 72 : 200;
-        Case c{f, M, N, K, DType::kBF16, (i % 5) == 0 ? DType::kFP16 : DType::kBF16, (i % 3) == 0};
-        c.max_tokens = (i % 3) == 1 ? 16 : M;
-        ++i;
-        const int64_t before = gemm::lin::last_stream_launch().serial;
-        run_case(c, /*graph_replay=*/(i % 4) == 0);
-        const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-        EXPECT_GT(l.serial, before) << "parts " << parts << " K " << K << " M " << M;
-        EXPECT_EQ(l.rows, 4);
-        EXPECT_EQ(l.parts, std::atoi(parts));
-        EXPECT_EQ(l.split, 1);
-      }
-  // =2: W4A4 through the BF16 pre-pass (var 128) instead of the conversion in the blocks (168).
-  for (int64_t M : {2, 4}) {
-    ScopedEnv e2("B12X_GEMM_STREAM_ROWS_JIT", "2");
-    run_case({LinearFormat::kNvfp4, M, 200, 1312, DType::kBF16, DType::kBF16, M == 2}, M == 4);
-    EXPECT_EQ(gemm::lin::last_stream_launch().rows, 4);
-  }
-  gemm::Caps caps;
-  caps.format = LinearFormat::kNvfp4W4A16;
-  caps.max_tokens = 4;
-  caps.in_features = 14336;
-  caps.out_features = 4096;
-  caps.act_dtype = DType::kBF16;
-  caps.out_dtype = DType::kBF16;
-  EXPECT_EQ(gemm::plan([&] {
-              gemm::Caps c4 = caps;
-              c4.format = LinearFormat::kNvfp4;
-              return c4;
-            }())
-                .stream_rows_var,
-            168);
-  const gemm::Plan pl = gemm::plan(caps);
-  EXPECT_EQ(pl.stream_rows_var, 128);
-  EXPECT_EQ(pl.stream_rows_split, 1);
-  run_case({LinearFormat::kNvfp4W4A16, 4, 4096, 14336, DType::kBF16, DType::kBF16, true}, true);
-  EXPECT_EQ(gemm::lin::last_stream_launch().rows, 4);
-}
-
 TEST(GemmGpu, DecodeStream16Warm) {
   B12X_REQUIRE_GPU();
   // Session 28 probe (B12X_GEMM_S16_WARM=1, reduce_trig bit 2): the FP4 block kernel and its

@@ -177,11 +177,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(
-      kVar == 0 ||
-          (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128 & ~kStreamVarLate & ~kStreamVarHalf &
-                                   ~kStreamVarRf & ~kStreamVarRs) == 0)) ||
-          (kRows == 4 && !kMx && (kVar == 128 || kVar == 168)),
-      "kVar: M = 1; MXFP4 with kQf only; 4 rows: NVFP4's per-warp blocks (kJit, kQf)");
+      kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128 & ~kStreamVarLate &
+                                            ~kStreamVarHalf & ~kStreamVarRf & ~kStreamVarRs) == 0)),
+      "kVar: M = 1; MXFP4 with kQf only");
   // kMxS (session 26, every fold-free MXFP4 instance): each lane builds both atoms' splat pairs
   // of a vector from the scale words by integer arithmetic (one PRMT, a mask and one IMAD per
   // atom, 2 ops for code 255's NaN) instead of atom t / 2's by compares and selects and the quad's
@@ -285,9 +283,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint8_t* const xjq = static_cast<const uint8_t*>(p.x);
   const bool xjq4 = (reinterpret_cast<uintptr_t>(xjq) & 3u) == 0;
   uint4 na = make_uint4(0, 0, 0, 0);
-  // kJit at 4 rows (session 28 probe, B12X_GEMM_STREAM_ROWS_JIT): token rows 1..3's 8 values
-  // (row 0's in na), zeros past M.
-  uint4 nar[kJit && kRows > 1 ? kRows - 1 : 1];
   bool xok = false;
   const StreamQLane xql = kQf ? stream_q8_lane<kMx>(p, xjq, lane) : StreamQLane{};
   auto load_x = [&](int64_t kb) {
@@ -300,32 +295,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       return stream_x8(p, static_cast<const uint16_t*>(p.x), k);
     }
   };
-  auto load_xrows = [&](int64_t kb) {
-    if constexpr (kJit && kRows > 1) {
-#pragma unroll
-      for (int r = 1; r < kRows; ++r) {
-        if constexpr (kQf) {
-          // Row r's bytes and its 128x4-swizzled scale bytes (rows < 32: r x 16 further).
-          StreamQLane q = xql;
-          q.xb += r * p.ldx_bytes;
-          q.xs += r * 16;
-          uint4 v = make_uint4(0, 0, 0, 0);
-          if (r < p.M) stream_q8_at<kMx>(q, xjq4 && (p.ldx_bytes & 3) == 0, kb, v.x, v.y);
-          nar[r - 1] = v;
-        } else {
-          nar[r - 1] =
-              r < p.M ? stream_x8(p, static_cast<const uint16_t*>(p.x) + r * p.ldx, kb + 8 * lane)
-                      : make_uint4(0, 0, 0, 0);
-        }
-      }
-    }
-  };
   auto issue = [&](uint4& s, int j) {
     if constexpr (kJit) {
-      if (j == 0 && xok) {
-        na = load_x((vbase + iv) * 64);
-        load_xrows((vbase + iv) * 64);
-      }
+      if (j == 0 && xok) na = load_x((vbase + iv) * 64);
     }
     if (j < nvalid) {
       s = ldg_stream(wp + j * 512);
@@ -407,13 +379,12 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   if constexpr (kJit) {
     xok = true;
     na = load_x(vbase * 64);  // block 0 of the first group (requested before the wait)
-    load_xrows(vbase * 64);
   }
 
   // Stage the activations of the whole (padded) K in lane order; zeros past K. Each thread's
   // loads go out in batches of kBatch 16-byte chunks before any store, so the staging costs one
   // L2 round trip per batch (K <= 16384: one; 8192 with the 3-CTA cap), not one per chunk.
-  if constexpr (kRows > 1 && !kJit) {
+  if constexpr (kRows > 1) {
     // kRows token rows of the CTA's K range [ky * ks, ky * ks + ks); rows past M and K values
     // past K are zero (their products vanish; the rows' outputs are not stored).
     constexpr int kBatch = 8;
@@ -538,8 +509,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   const uint8_t* const xlane = kRows == 1
                                    ? xs + (vbase * 64 + t * 16) * 2
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
-  uint8_t* const xw = dsm + warp * 512 * kRows;  // kJit: the warp's block of activations
-  int rb = 0;                                    // reduction buffer
+  uint8_t* const xw = dsm + warp * 512;  // kJit: the warp's block of activations
+  int rb = 0;                            // reduction buffer
   for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
     float acc[kNt][kCh][4];
 #pragma unroll
@@ -677,32 +648,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
           xcur = nvfp4x8_bf16_e7(xcur.x, xcur.y);
         else if constexpr (kQx)
           xcur = nvfp4x8_bf16(xcur.x, fmt::ue4m3_to_float(xcur.y));
-        if constexpr (kRows == 1) {
-          uint32_t* const d = reinterpret_cast<uint32_t*>(xw + stream_xpos(8 * lane) * 2);
-          d[0] = xcur.x;
-          d[8] = xcur.y;
-          d[16] = xcur.z;
-          d[24] = xcur.w;
-        } else {
-          // The block's 4 rows in the staging's layout of one 4-vector range (see
-          // stream_xpos_rows), so the reads below are the staged kernel's.
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) {
-            uint4 v = xcur;
-            if (r > 0) {
-              v = nar[r - 1];
-              if constexpr (kQf) v = nvfp4x8_bf16_e7(v.x, v.y);
-            }
-            uint32_t* const d =
-                reinterpret_cast<uint32_t*>(xw + stream_xpos_rows<kRows>(8 * lane, r) * 2);
-            d[0] = v.x;
-            d[4] = v.y;
-            d[8] = v.z;
-            d[12] = v.w;
-          }
-        }
+        uint32_t* const d = reinterpret_cast<uint32_t*>(xw + stream_xpos(8 * lane) * 2);
+        d[0] = xcur.x;
+        d[8] = xcur.y;
+        d[16] = xcur.z;
+        d[24] = xcur.w;
         __syncwarp();
-        xv = kRows == 1 ? xw + t * 32 : xw + ((g & (kRows - 1)) * 4 + t) * 16;
+        xv = xw + t * 32;
       }
       if constexpr (kHalf) {
         // All 4 slots' next requests ahead of the block's math (where ptxas puts the default's),
