@@ -217,12 +217,6 @@ struct PagedPlan {
   /// 16/2/256 B=8 25.0 / 25.3 -> 24.7 / 24.9, BF16 37.9 / 38.2 -> 37.8 / 37.9, BF16 32/8/128
   /// B=1 x 8k 13.0 / 13.0 -> 12.8 / 12.9.
   bool epilogue_half = true;
-  /// Probe (session 28, B12X_ATTN_THROTTLE_NS=ns with B12X_ATTN_FAST_SMS=a-b,c,...; early-K/V
-  /// wideh3 plans): the early instance whose CTAs on the listed SMs sleep `throttle_ns` per loop
-  /// iteration (kernel suffix `_v4`). 0: the default.
-  int early_var = 0;
-  int throttle_ns = 0;
-  uint32_t fast_sms[8] = {};
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

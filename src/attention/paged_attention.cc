@@ -452,49 +452,19 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
   plan.early_cap = true;
   const char* cap_env = std::getenv("B12X_ATTN_EARLY_CAP");
   if (cap_env != nullptr) plan.early_cap = std::string(cap_env) != "0";
-  // Probe (session 28, B12X_ATTN_THROTTLE_NS=ns, 0 < ns <= 100000, with B12X_ATTN_FAST_SMS=
-  // SM ids or ranges a-b below 256 separated by ',' or '/'; PagedPlan::early_var): the early
-  // instance whose CTAs on those SMs sleep per loop iteration, where compiled (wideh3; stamped too
-  // with B12X_ATTN_STAMPS=1).
-  if (const char* th_env = std::getenv("B12X_ATTN_THROTTLE_NS")) {
-    const int ns = std::atoi(th_env);
-    const char* sms = std::getenv("B12X_ATTN_FAST_SMS");
-    if (plan.early_kv && k->launch_early_var[detail::kEarlyVarThrottle] != nullptr && ns > 0 &&
-        ns <= 100000 && sms != nullptr) {
-      plan.early_var = detail::kEarlyVarThrottle;
-      plan.throttle_ns = ns;
-      for (const char* c = sms; *c != '\0';) {
-        char* end = nullptr;
-        const long a = std::strtol(c, &end, 10);
-        long b = a;
-        if (end == c) break;
-        if (*end == '-') {
-          c = end + 1;
-          b = std::strtol(c, &end, 10);
-          if (end == c) break;
-        }
-        for (long i = std::max(0L, a); i <= std::min(255L, b); ++i)
-          plan.fast_sms[i >> 5] |= 1u << (i & 31);
-        c = *end != '\0' ? end + 1 : end;  // any one separator (',' or '/')
-      }
-    }
-  }
-  plan.early_cap = plan.early_cap && plan.early_kv && !plan.stamps && plan.early_var == 0 &&
+  plan.early_cap = plan.early_cap && plan.early_kv && !plan.stamps &&
                    dev.family == ArchFamily::kSm90 && k->launch_early_cap != nullptr;
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
-    if (plan.early_var > 0) plan.kernel += "_v" + std::to_string(plan.early_var);
     if (plan.early_cap) plan.kernel += "_r208";
     if (plan.stamps) plan.kernel += "_stamps";
-    const void* fn = plan.stamps && plan.early_var > 0 ? k->func_stamp_early_var[plan.early_var]
-                     : plan.stamps        ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
-                     : plan.early_var > 0 ? k->func_early_var[plan.early_var]
-                     : plan.early_cap     ? k->func_early_cap
-                     : plan.early_kv      ? k->func_early
-                                          : k->func_lean;
+    const void* fn = plan.stamps      ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
+                     : plan.early_cap ? k->func_early_cap
+                     : plan.early_kv  ? k->func_early
+                                      : k->func_lean;
     const DeviceScope scope(caps.device);
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, k->smem));
   }
@@ -799,18 +769,12 @@ void run_paged(const PagedBinding& b, Stream stream) {
     p.stamps = reinterpret_cast<unsigned long long*>(b.scratch + plan.off_stamps);
     p.stamp_merge = plan.stamp_merge;
   }
-  if (plan.early_var > 0) {
-    p.throttle_ns = plan.throttle_ns;
-    for (int i = 0; i < 8; ++i) p.fast_sms[i] = plan.fast_sms[i];
-  }
-  const detail::LaunchFn main_fn =
-      plan.stamps && plan.early_var > 0 ? k->launch_stamp_early_var[plan.early_var]
-      : plan.stamps                     ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
-      : plan.early_var > 0              ? k->launch_early_var[plan.early_var]
-      : plan.early_cap                  ? k->launch_early_cap
-      : plan.early_kv                   ? k->launch_early
-      : plan.lean                       ? k->launch_lean
-                                        : k->launch;
+  const detail::LaunchFn main_fn = plan.stamps
+                                       ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
+                                   : plan.early_cap ? k->launch_early_cap
+                                   : plan.early_kv  ? k->launch_early
+                                   : plan.lean      ? k->launch_lean
+                                                    : k->launch;
   main_fn(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
   if (b.num_splits > 1 && !fused) {

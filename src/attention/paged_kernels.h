@@ -24,9 +24,6 @@ inline cudaError_t launch_kernel(Kernel kernel, dim3 grid, int threads, int smem
                                    dim3(1, 1, 1), p);
 }
 
-/// KernelInfo::func_early_var index of the session-28 throttle probe (kVarThrottle in the kernels).
-constexpr int kEarlyVarThrottle = 4;
-
 struct KernelInfo {
   int dqk = 0, dv = 0;
   /// 0 extend, 1 decode wide (4 warps x 16 tokens), 2 deep (2 x 16; FP8 head dims 64 / 192),
@@ -56,12 +53,6 @@ struct KernelInfo {
   const void* func_early_cap = nullptr;
   LaunchFn launch_early_cap = nullptr;
   LaunchFn launch_stamp_early = nullptr;
-  /// Probe variants of the early instance and their stamped twins (PagedPlan::early_var, session
-  /// 28: 4 = kVarThrottle on wideh3; null where not compiled), indexed by the variant.
-  const void* func_early_var[16] = {};
-  LaunchFn launch_early_var[16] = {};
-  const void* func_stamp_early_var[16] = {};
-  LaunchFn launch_stamp_early_var[16] = {};
   const char* name = "";
 };
 

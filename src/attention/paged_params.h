@@ -100,10 +100,6 @@ struct PagedParams {
   // first, merge CTAs from stamps + stamp_merge (see kStampSlots in the kernels); null: off.
   unsigned long long* stamps;
   int64_t stamp_merge;
-  // Probe kVarThrottle (session 28, B12X_ATTN_THROTTLE_NS / B12X_ATTN_FAST_SMS): CTAs on the SMs
-  // whose bit is set sleep throttle_ns per loop iteration.
-  uint32_t fast_sms[8];
-  int32_t throttle_ns;
 };
 
 }  // namespace b12x::attention::detail

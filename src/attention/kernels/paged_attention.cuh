@@ -597,14 +597,7 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// kVar (session 25, early-K/V lean instances only): kVarVdEarly loads the V descale before the
 /// epilogue's barriers, kVarQPrefetch prefetches the CTA's Q rows into L2 before the PDL wait.
 /// hcvt8's early instance runs both (round 94; paged_instances.cuh).
-/// kVarThrottle (session 28 probe, B12X_ATTN_THROTTLE_NS): a CTA on an SM of p.fast_sms sleeps
-/// p.throttle_ns at the top of every loop iteration. Round 105's stamps (BF16 wideh3 B = 8): the
-/// DRAM runs at ~4.76 TB/s while all CTAs stream, the CTAs of the fast GPC blocks (SMs 0-1,
-/// 34-43, 48-49, 78-87 on that H200) at ~1.15x the others' rate, so they end 4-6 us early and the
-/// stream thins out over the last ~5 us. Slowing them hands their DRAM share to the others: does
-/// a call with even ends take less time back to back?
-constexpr int kVarVdEarly = 1, kVarQPrefetch = 2, kVarThrottle = 4;
-
+constexpr int kVarVdEarly = 1, kVarQPrefetch = 2;
 template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kVar = 0>
 __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
@@ -1269,20 +1262,12 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     }
   }
 
-  bool throttled = false;  // probe kVarThrottle: CTA-uniform
-  if constexpr ((kVar & kVarThrottle) != 0) {
-    const uint32_t sm = sm_id();
-    throttled = p.throttle_ns > 0 && sm < 256 && ((p.fast_sms[sm >> 5] >> (sm & 31)) & 1u) != 0;
-  }
   for (int it = 0; it < n_tiles; ++it) {
     // Group g holds tile g (the full ring's iteration 0 commits none): `ahead` groups may stay
     // pending at iteration 0 of the full ring, ahead - 1 otherwise.
     const bool refill = !(full_ring && it == 0);  // the full ring's stages are all in use
     cp_async_wait_n(refill ? ahead - 1 : ahead);
     __syncthreads();
-    if constexpr ((kVar & kVarThrottle) != 0) {
-      if (throttled) __nanosleep(static_cast<unsigned>(p.throttle_ns));
-    }
     if constexpr (kStamp) {
       if (it == 0) stamp<kStamp>(p, 4);
       if (it == n_tiles - 1) stamp<kStamp>(p, 5);

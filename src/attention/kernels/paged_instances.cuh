@@ -12,18 +12,6 @@ void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly, kVar>, grid, Cfg::kThreads,
                 Cfg::kSmemBytes, s, pdl, p);
 }
-/// The early-K/V lean instance of probe variant kVar and its stamped twin (PagedPlan::early_var;
-/// session 28: kVarThrottle on wideh3).
-template <typename T, typename Cfg, int kVar>
-void add_early_var(KernelInfo& k) {
-  static_assert((kVar & kVarThrottle) == 0 || kVar == kEarlyVarThrottle, "probe index");
-  k.func_early_var[kVar] =
-      reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true, kVar>);
-  k.launch_early_var[kVar] = &launch_main<T, Cfg, true, false, true, kVar>;
-  k.func_stamp_early_var[kVar] =
-      reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true, true, kVar>);
-  k.launch_stamp_early_var[kVar] = &launch_main<T, Cfg, true, true, true, kVar>;
-}
 template <typename T, typename Cfg, int kMaxRegs>
 void launch_main_cap(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   launch_kernel(paged_attention_kernel_cap<T, Cfg, true, false, true, kMaxRegs>, grid,
@@ -88,9 +76,6 @@ KernelInfo make_info(const char* name) {
             &paged_attention_kernel<T, Cfg, true, true, true, kEarlyVar>);
         k.launch_stamp_early = &launch_main<T, Cfg, true, true, true, kEarlyVar>;
       }
-      // probe (session 28, B12X_ATTN_THROTTLE_NS): wideh3 slowed on the fast SMs
-      if constexpr (kDqk == 256 && kDv == 256 && kKind == 18)
-        add_early_var<T, Cfg, kEarlyVar | kVarThrottle>(k);
     }
   }
   k.launch_merge = &launch_merge<T, kDv>;
