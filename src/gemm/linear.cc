@@ -734,9 +734,7 @@ std::string stream16_variant_tags(const Plan& p) {
          (p.stream16_qa ? " qa" : "") + (p.stream16_w16 ? " w16" : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
-         (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var)
-                                                      : "") +
-         (p.stream16_depth == 0 && (p.stream16_var & lin::kS16VarStamp) ? " stamp" : "");
+         (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
 }
 
 std::string stream16_describe(const Plan& p) {
@@ -2213,10 +2211,6 @@ Plan plan(const Caps& caps) {
         p.stream16_once = var != 0;
         p.stream16_qa = qa;
         p.stream16_w16 = (var & lin::kS16VarW16) != 0;
-        // PROBE (session 28): the stamped instances (NVFP4 W4A16 through partials only).
-        if (const char* e = std::getenv("B12X_GEMM_S16_STAMP");
-            e != nullptr && e[0] == '1' && var == lin::kS16VarOnce && wf == lin::WFmt::kNvfp4)
-          p.stream16_var = lin::kS16VarStamp;
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
@@ -3129,15 +3123,11 @@ void run(const Binding& b, Stream stream) {
     p.stream_trig = ((plan.stream_trig & 4) && !lo) || cl ? 1 : 0;
     p.reduce_trig = ((plan.reduce_trig & 1) && plan.pdl ? 1 : 0) | (plan.reduce_trig & 2);
     if (cl) p.partial = nullptr;
-    const bool stamp = (plan.stream16_var & lin::kS16VarStamp) && !cl && !lo && !s16_qa_run &&
-                       p.partial != nullptr && p.act_kind == lin::kActRaw16;
     lin::launch_linear_stream16(
         im.wfmt, plan.stream16_tw, lo ? plan.stream16_smem_lo : plan.stream16_smem, p, stream,
         (plan.stream16_once ? lin::kS16VarOnce : 0) | (cl ? lin::kS16VarCluster : 0) |
-            (s16_qa_run ? lin::kS16VarQa : 0) | (plan.stream16_w16 ? lin::kS16VarW16 : 0) |
-            (stamp ? lin::kS16VarStamp : 0));
-    if (p.partial != nullptr)
-      stamp ? lin::launch_linear_reduce_stamp(p, stream) : lin::launch_linear_reduce(p, stream);
+            (s16_qa_run ? lin::kS16VarQa : 0) | (plan.stream16_w16 ? lin::kS16VarW16 : 0));
+    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
   const bool m1_mx_qx = (plan.decode_stream_var & 8) && im.wfmt == WFmt::kMxfp4;

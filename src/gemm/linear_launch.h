@@ -140,11 +140,6 @@ inline constexpr int kS16VarQa = 4;
 /// the staged-once kernel with 16 warps, two K halves of the same tiles summed in shared memory (1
 /// CTA per SM; p.stream_vp a multiple of 8, at most kS16OnceMaxVp; partials only, no cluster).
 inline constexpr int kS16VarW16 = 8;
-/// PROBE (session 28, B12X_GEMM_S16_STAMP=1, Plan::stream16_var): the staged-once NVFP4 W4A16
-/// partials kernel and its reduce with %globaltimer stamps per CTA, printed for two launches
-/// (kernels/linear_stream.cuh kS16StampAt); launch_linear_reduce_stamp is that reduce.
-inline constexpr int kS16VarStamp = 16;
-void launch_linear_reduce_stamp(const LinearParams& p, Stream stream);
 /// Host only: whether the 16-warp instances of format f (qa: FP4 activations converted in the
 /// staging; else BF16) exist for every token-tile count and MXFP4 splat kind.
 bool stream16_w16_available(WFmt f, bool qa);

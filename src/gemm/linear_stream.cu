@@ -248,11 +248,6 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   const bool cl = (var & kS16VarCluster) != 0;
   const bool qa = (var & kS16VarQa) != 0;
-  // PROBE (session 28, kS16VarStamp): NVFP4 W4A16 staged once through partials only.
-  if (var & kS16VarStamp)
-    return var != (kS16VarOnce | kS16VarStamp) || tw != 2 || qx || mx ? nullptr
-           : nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, false, false, false, true>
-                     : &linear_stream16_once_kernel<2, 2, false, false, false, false, false, true>;
   // Session 26: staged once, partials only; MXFP4 on FP4 activations converted in the staging
   // only (the rule's; MXFP4 W4A16 lost to its lo split at M <= 8 in round 97).
   if (var & kS16VarW16)
@@ -348,60 +343,6 @@ int stream16_max_active_clusters(int device, WFmt f, int tw, bool qx, int var, i
   }
   return ::b12x::detail::max_active_clusters(reinterpret_cast<const void*>(k),
                                              stream16_threads(var), smem, split);
-}
-
-/// PROBE (session 28): linear_reduce_kernel with stamps per CTA ([0] entry, [1] griddep_wait
-/// returned, [2] its stores done), the same sums.
-__global__ void __launch_bounds__(256) linear_reduce_stamp_kernel(const LinearParams p) {
-  __shared__ unsigned long long st_s[3];
-  __shared__ unsigned st_launch;
-  if (threadIdx.x == 0) {
-    st_s[0] = s16_gtime();
-    st_launch = static_cast<unsigned>(atomicAdd(&g_s16_stamp_ctr[1], 1ull) / gridDim.x);
-    if (p.reduce_trig & 2) warm_param_lines(p);
-  }
-  griddep_wait();
-  if (threadIdx.x == 0) st_s[1] = s16_gtime();
-  if (p.reduce_trig & 1) griddep_launch_dependents();
-  const int64_t pairs = (p.N + 1) / 2;
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx < p.M * pairs) {
-    const int64_t m = idx / pairs, n = 2 * (idx % pairs);
-    const float* src = p.partial + m * p.NP + n;
-    const int64_t zstride = p.M * p.NP;
-    float2 s = make_float2(0.f, 0.f);
-    for (int z = 0; z < p.split; ++z) {
-      const float2 v = *reinterpret_cast<const float2*>(src + z * zstride);
-      s.x += v.x;
-      s.y += v.y;
-    }
-    float mult = p.out_mult;
-    if (p.alpha != nullptr) mult *= *p.alpha;
-    const float v[2] = {s.x * mult, s.y * mult};
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      if (n + e >= p.N) break;
-      const float o = p.bias != nullptr ? v[e] + load_out_type(p.bias, n + e, p.out_fp16) : v[e];
-      if (p.out_fp16)
-        store_out<true>(p.out, m * p.ldo + n + e, o);
-      else
-        store_out<false>(p.out, m * p.ldo + n + e, o);
-    }
-  }
-  __syncthreads();
-  const unsigned l = st_launch % kS16StampPeriod;
-  if (threadIdx.x == 0 && l == kS16StampAt)
-    printf("STAMP R %u %u 0 %u %llu %llu %llu\n", st_launch, blockIdx.x, s16_smid(), st_s[0],
-           st_s[1], s16_gtime());
-}
-
-void launch_linear_reduce_stamp(const LinearParams& p, Stream stream) {
-  const int64_t n = p.M * ((p.N + 1) / 2);
-  if (n == 0) return;
-  B12X_CUDA_CHECK(b12x::detail::launch_ex(linear_reduce_stamp_kernel,
-                                          dim3(static_cast<unsigned>((n + 255) / 256)), dim3(256),
-                                          0, stream, p.pdl != 0, dim3(1, 1, 1), p));
-  B12X_CUDA_CHECK_LAUNCH();
 }
 
 void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p, Stream stream,

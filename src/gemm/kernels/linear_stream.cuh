@@ -37,8 +37,6 @@
 
 #include <cuda_bf16.h>
 
-#include <cstdio>  // printf: block16's stamp probe (session 28)
-
 #include "formats/swizzle.h"
 #include "gemm/kernels/cluster_sum.cuh"
 #include "gemm/kernels/linear_common.cuh"
@@ -1209,23 +1207,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
 // weight ring, before griddep_wait), so the loop over the K range (~73 SASS per vector and tile)
 // has no CTA barrier, no staging and no slot rotation. Round 65, NVFP4 W4A16 M = 16: 5-8 % under
 // the chunked kernel on the five shapes.
-// PROBE (session 28, block16; removed after the measurement): %globaltimer stamps per CTA of the
-// staged-once kernel (kStamp) and its reduce, printed for two launches of a bench configuration
-// (launch index % kS16StampPeriod in {kS16StampAt, + 1}: bench_gemm's 3 warm-up + 20 + 9 x 20
-// launches per configuration).
-inline constexpr unsigned kS16StampPeriod = 203, kS16StampAt = 120;
-static __device__ unsigned long long g_s16_stamp_ctr[2];
-__device__ __forceinline__ unsigned long long s16_gtime() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-__device__ __forceinline__ unsigned s16_smid() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
-  return r;
-}
-
 /// Token row pitch: vp x 64 BF16 + 16 bytes (a multiple of 128 plus 16: conflict-free ldmatrix).
 __host__ __device__ constexpr int s16_once_pitch(int vp) {
   return vp * 128 + 16;
@@ -1253,7 +1234,7 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
 /// splats are the 8-warp kernel's bytes (each warp's splats cover its half), 1 CTA per SM (512 x <=
 /// 128 registers).
 template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, bool kCl = false,
-          bool kQa = false, bool kW16 = false, bool kStamp = false>
+          bool kQa = false, bool kW16 = false>
 __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 : 2)
     linear_stream16_once_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
@@ -1267,19 +1248,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
   constexpr int kThreads = kStreamWarps * 32 * (kW16 ? 2 : 1);
   extern __shared__ __align__(16) uint8_t dsm[];
 
-  // kStamp: [0] entry, [1] griddep_wait returned, [2] staging barrier passed, [3] thread 0's first
-  // chunk done, [4] / [5] first / last warp's loop end, [6] last warp's stores done.
-  __shared__ unsigned long long st_s[kStamp ? 8 : 1];
-  __shared__ unsigned st_launch;
-  if constexpr (kStamp) {
-    if (threadIdx.x == 0) {
-      st_s[0] = s16_gtime();
-      st_s[4] = ~0ull;
-      st_s[5] = st_s[6] = 0;
-      st_launch =
-          static_cast<unsigned>(atomicAdd(&g_s16_stamp_ctr[0], 1ull) / (gridDim.x * gridDim.y));
-    }
-  }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
   const int wt = kW16 ? warp % kStreamWarps : warp;  // its tiles (kW16: both halves the same)
@@ -1320,8 +1288,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
   }
   if (threadIdx.x == 0 && (p.reduce_trig & 2)) warm_param_lines(p);
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
-  if constexpr (kStamp)
-    if (threadIdx.x == 0) st_s[1] = s16_gtime();
 
   // The CTA's activations: 16 token rows x vp x 64 K from vbase; rows past M, K values past K zero.
   const int64_t k0 = kW16 ? static_cast<int64_t>(blockIdx.y) * vp * 64 : cr.vbase * 64;
@@ -1413,8 +1379,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
     asm volatile("cp.async.wait_group 0;" ::: "memory");
   }
   __syncthreads();
-  if constexpr (kStamp)
-    if (threadIdx.x == 0) st_s[2] = s16_gtime();
 
   float acc[kTw][kNt][4] = {};
   // ldmatrix rows as in the chunked kernel, over the whole staged range.
@@ -1430,21 +1394,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
       const int v = c * kS16ChunkV + jj;
       s16_step<kTw, kNt, kMx && !kMxFree>(acc, ring, jj, xa + v * 128, spl + v * 128, vh * 128, cr,
                                           v + kAhead);
-    }
-    if constexpr (kStamp)
-      if (c == 0 && threadIdx.x == 0) {
-        float s = 0.f;  // the stamp after the chunk's MMAs have their results
-        s16_each_acc(acc, [&](float a, int, int, int) { s += a; });
-        st_s[3] = s16_gtime() + (s == 12345.f ? 1 : 0);
-      }
-  }
-  if constexpr (kStamp) {
-    float s = 0.f;
-    s16_each_acc(acc, [&](float a, int, int, int) { s += a; });
-    if (lane == 0) {
-      const unsigned long long e = s16_gtime() + (s == 12345.f ? 1 : 0);
-      atomicMin(&st_s[4], e);
-      atomicMax(&st_s[5], e);
     }
   }
 
@@ -1476,15 +1425,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
       if (tile >= p.n16 || wt * kTw + j >= cr.tpc) continue;
       stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
     }
-  }
-  if constexpr (kStamp) {
-    __syncwarp();
-    if (lane == 0) atomicMax(&st_s[6], s16_gtime());
-    __syncthreads();
-    const unsigned l = st_launch % kS16StampPeriod;
-    if (threadIdx.x == 0 && (l == kS16StampAt || l == kS16StampAt + 1))
-      printf("STAMP B %u %u %u %u %llu %llu %llu %llu %llu %llu %llu\n", st_launch, blockIdx.x,
-             blockIdx.y, s16_smid(), st_s[0], st_s[1], st_s[2], st_s[3], st_s[4], st_s[5], st_s[6]);
   }
   griddep_launch_dependents();
 }
