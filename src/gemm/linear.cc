@@ -181,6 +181,16 @@ constexpr bool kStreamTrigOnePerSm = true;
 /// 10.08 / 8.13 -> 7.98 / 16.32 / 16.75 / 10.44 / 8.24, M = 2 6.82 / 14.18 / 14.87 / 8.44 / 7.31
 /// -> 7.16 / 14.80 / 15.66 / 9.23 / 7.89 (M = 4 / 8 alike). W4A4: see s16_rule below.
 constexpr bool kS16TrigRule = true;
+/// Session 28 (reduce_trig bit 2, B12X_GEMM_S16_WARM=0|1; SM90): on the FP4 block kernel's runs
+/// through partials + the reduce kernel, one thread per CTA of both reads the parameter lines
+/// they use after griddep_wait before it (lin::warm_param_lines). Round 106 (H200, us, default ->
+/// warm, M = 2 / 4 / 8 / 16 at 4096x4096 / 4096x14336 / 2048x7168): NVFP4 W4A4 6.62 / 6.60 / 6.55 /
+/// 7.75 -> 6.38 / 6.40 / 6.40 / 7.64, 13.97 / 13.88 / 13.83 / 17.17 -> 13.85 / 13.83 / 13.75 /
+/// 16.99, 6.73 / 6.74 / 6.83 / 7.78 -> 6.64 / 6.64 / 6.72 / 7.70; NVFP4 W4A16 6.64 / 6.62 / 6.63 /
+/// 7.64 -> 6.55 / 6.52 / 6.53 / 7.50 (the others -0.02..-0.14); MXFP4 W4A4 -0.01..-0.15 (4096x4096
+/// M = 4 / 8 level, a second pass -0.05 / -0.01). MXFP4 W4A16 level (+0.02..-0.11): not taken. The
+/// cluster-sum runs (no reduce) measured -0.10..+0.07: not taken either.
+constexpr bool kS16WarmRule = true;
 /// Session 23: the W4A16 block kernel's K split summed in a thread-block cluster on SM90 where
 /// the split is <= 8 and the grid has more CTAs than SMs (see plan()).
 /// Round 87 (two interleaved passes, us at 14336x4096 / 6144x4096, the rule's two shapes of the
@@ -2584,11 +2594,13 @@ Plan plan(const Caps& caps) {
       s16_rule && ((p.stream16_tw > 0 && p.stream16_depth == 0) || p.stream_rows_parts > 0) ? 1 : 0;
   if (const char* e = std::getenv("B12X_GEMM_REDUCE_TRIG"); e != nullptr)
     p.reduce_trig = std::atoi(e) & 1;
-  // PROBE (session 28, block16): bit 2, the FP4 block kernel and its reduce fetch the parameter
-  // lines they read after griddep_wait into the constant cache before it (warm_param_lines).
-  if (const char* e = std::getenv("B12X_GEMM_S16_WARM");
-      e != nullptr && e[0] == '1' && p.stream16_tw > 0 && p.stream16_depth == 0)
-    p.reduce_trig |= 2;
+  // Bit 2 (kS16WarmRule; run sets it on the runs through partials + reduce only): the FP4 block
+  // kernel and its reduce fetch the parameter lines they read after griddep_wait before it.
+  if (p.stream16_tw > 0 && p.stream16_depth == 0) {
+    const char* e = std::getenv("B12X_GEMM_S16_WARM");
+    if (e != nullptr ? e[0] == '1' : kS16WarmRule && sm90 && f != LinearFormat::kMxfp4W4A16)
+      p.reduce_trig |= 2;
+  }
   // Bit 4 on an FP8 block kernel plan whose split is summed in a cluster (session 23): the
   // dependent launch before the sum (round 87, 14336x4096 cl4, us, after -> before the sum: block
   // FP8 M = 4 / 8 / 16 19.81 / 20.37 / 21.79 -> 19.56 / 20.06 / 21.24, MXFP8 M = 1 / 4 / 8 / 16
@@ -3121,8 +3133,9 @@ void run(const Binding& b, Stream stream) {
     // W4A16 M = 16 15.06 us, without 16.01).
     const bool cl = plan.stream16_cluster > 0 && M >= plan.stream16_cluster_min_m && !lo;
     p.stream_trig = ((plan.stream_trig & 4) && !lo) || cl ? 1 : 0;
-    p.reduce_trig = ((plan.reduce_trig & 1) && plan.pdl ? 1 : 0) | (plan.reduce_trig & 2);
     if (cl) p.partial = nullptr;
+    p.reduce_trig = ((plan.reduce_trig & 1) && plan.pdl ? 1 : 0) |
+                    (p.partial != nullptr ? plan.reduce_trig & 2 : 0);
     lin::launch_linear_stream16(
         im.wfmt, plan.stream16_tw, lo ? plan.stream16_smem_lo : plan.stream16_smem, p, stream,
         (plan.stream16_once ? lin::kS16VarOnce : 0) | (cl ? lin::kS16VarCluster : 0) |

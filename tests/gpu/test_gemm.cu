@@ -2367,20 +2367,24 @@ TEST(GemmGpu, DecodeStreamRows) {
 
 TEST(GemmGpu, DecodeStream16Warm) {
   B12X_REQUIRE_GPU();
-  // Session 28 probe (B12X_GEMM_S16_WARM=1, reduce_trig bit 2): the FP4 block kernel and its
-  // reduce read their parameter lines before griddep_wait; the same outputs. The default plans at
+  // Session 28 (kS16WarmRule, reduce_trig bit 2): the FP4 block kernel and its reduce read their
+  // parameter lines before griddep_wait (the SM90 default on the partials + reduce runs but MXFP4
+  // W4A16's; =1 forces it, =0 turns it off); the same outputs either way. The default plans at
   // M = 2 / 5 / 8 / 16 (partials + reduce; 16 warps / cluster where the rules take them): NVFP4 /
   // MXFP4, W4A16 / W4A4, bias, FP16 outputs, replayed graphs with changed inputs.
-  ScopedEnv ew("B12X_GEMM_S16_WARM", "1");
   int i = 0;
-  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
-    for (int64_t M : {2, 5, 8, 16}) {
-      const int64_t N = (i % 2) ? 264 : 512, K = (i % 3) ? 4096 : 2048;
-      run_case({f, M, N, K, DType::kBF16, (i % 5) == 2 ? DType::kFP16 : DType::kBF16, (i % 3) == 1},
-               /*graph_replay=*/(i % 4) == 3);
-      ++i;
-    }
+  for (const char* w : {"1", "0"}) {
+    ScopedEnv ew("B12X_GEMM_S16_WARM", w);
+    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
+                                 LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
+      for (int64_t M : {2, 5, 8, 16}) {
+        const int64_t N = (i % 2) ? 264 : 512, K = (i % 3) ? 4096 : 2048;
+        run_case(
+            {f, M, N, K, DType::kBF16, (i % 5) == 2 ? DType::kFP16 : DType::kBF16, (i % 3) == 1},
+            /*graph_replay=*/(i % 4) == 3);
+        ++i;
+      }
+  }
 }
 
 TEST(GemmGpu, DecodeStream16) {
@@ -3316,20 +3320,23 @@ TEST(GemmGpu, DecodeStream16Default) {
     // off. (W4A16 only: round 82 measured W4A4 1-2 % slower at some points.)
     const bool w4a16 =
         f == LinearFormat::kNvfp4W4A16 || f == LinearFormat::kMxfp4W4A16 || qa;  // the rule's
-    EXPECT_EQ(pl.reduce_trig, w4a16 ? 1 : 0);
+    EXPECT_EQ(pl.reduce_trig & 1, w4a16 ? 1 : 0);
     EXPECT_EQ((pl.stream_trig & 4) != 0, w4a16);
+    // Session 28 (kS16WarmRule): bit 2, the parameter lines read before griddep_wait, on SM90 but
+    // for MXFP4 W4A16.
+    EXPECT_EQ((pl.reduce_trig & 2) != 0, sm90 && f != LinearFormat::kMxfp4W4A16);
     if (f == LinearFormat::kNvfp4W4A16 && device_info(0).sm_count == 132) {
       gemm::Caps big = caps;
       big.out_features = 14336;
       const gemm::Plan pb = gemm::plan(big);
       EXPECT_EQ(pb.stream16_split, 4);
-      EXPECT_EQ(pb.reduce_trig, 1);
+      EXPECT_EQ(pb.reduce_trig & 1, 1);
       EXPECT_EQ(pb.stream_trig & 4, 0);
     }
     {
       ScopedEnv et("B12X_GEMM_S16_TRIG", "0");
       const gemm::Plan p0 = gemm::plan(caps);
-      EXPECT_EQ(p0.reduce_trig, 0);
+      EXPECT_EQ(p0.reduce_trig & 1, 0);
       EXPECT_EQ(p0.stream_trig & 4, 0);
     }
     // The K range staged once (session 17) except where the kernel converts NVFP4 activations.

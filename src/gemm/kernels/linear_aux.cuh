@@ -87,8 +87,8 @@ __global__ void __launch_bounds__(256) act_dequant_kernel(const ActParams p) {
 /// all NP columns, so with odd N the pair's second column n = N is read initialized and never
 /// stored (the n + e < N check below).
 __global__ void __launch_bounds__(256) linear_reduce_kernel(const LinearParams p) {
-  // PROBE (session 28, block16; reduce_trig bit 2, B12X_GEMM_S16_WARM=1): the parameter lines
-  // the sums and stores read, fetched into the SM's constant cache during the wait.
+  // Bit 2 (session 28, the FP4 block kernel's reduce on SM90): the parameter lines the sums and
+  // stores read, fetched into the SM's constant cache during the wait (warm_param_lines).
   if (threadIdx.x == 0 && (p.reduce_trig & 2)) warm_param_lines(p);
   griddep_wait();
   // The next kernel's griddep_wait still waits for this grid's completion and stores; its CTAs

@@ -474,12 +474,12 @@ __device__ __forceinline__ void store_out_elem(const LinearParams& p, int64_t to
     store_out<false>(p.out, tok * p.ldo + row, v);
 }
 
-/// PROBE (session 28, block16; LinearParams::reduce_trig bit 2, B12X_GEMM_S16_WARM=1): one thread
-/// per CTA reads the parameters the staging, the epilogue and the reduce read after griddep_wait
-/// (round 105's stamps: 0.5-1.0 us from a warp's last MMA to its partial stores, with no data
-/// load between, i.e. the constant-cache misses of fields first read there), so that the SM's
-/// constant cache holds their lines before the wait returns. The sum's store into a shared word
-/// no one reads keeps the loads alive.
+/// Session 28 (LinearParams::reduce_trig bit 2; linear.cc's kS16WarmRule, B12X_GEMM_S16_WARM):
+/// one thread per CTA reads the parameters the staging, the epilogue and the reduce read after
+/// griddep_wait, so that their constant-bank lines are fetched while the CTA waits. The sum's store
+/// into a shared word no one reads keeps the loads alive. Round 106: the FP4 block kernel's runs
+/// through partials + reduce 0.02-0.24 us faster (the block kernel's own phases, stamped, did not
+/// move: the gain is the reduce's, whose CTAs read these lines first after their wait).
 __device__ __forceinline__ void warm_param_lines(const LinearParams& p) {
   __shared__ volatile uint64_t warm_sink;
   const uint64_t h = reinterpret_cast<uint64_t>(p.x) ^ reinterpret_cast<uint64_t>(p.partial) ^
