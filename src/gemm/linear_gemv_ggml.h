@@ -52,8 +52,7 @@ inline constexpr int kGgmlImmaVar = 8192;
 /// 26), the loop per tile with the next batch's loads in place, the peeled loop, the interleaved
 /// halves, the table words loaded after the first activation load (session 27).
 inline constexpr int kGgmlImmaP2 = 1, kGgmlImmaPred = 2, kGgmlImmaTile = 4, kGgmlImmaInPlace = 8,
-                     kGgmlImmaPeel = 32, kGgmlImmaIlv = 64, kGgmlImmaXFirst = 128,
-                     kGgmlImmaPreFill = 16, kGgmlImmaStamp = 512, kGgmlImmaLateTrig = 1024;
+                     kGgmlImmaPeel = 32, kGgmlImmaIlv = 64, kGgmlImmaXFirst = 128;
 bool ggml_imma_available(WFmt f, bool fp16, int64_t M, int64_t K, int warps, int var,
                          int64_t smem_optin);
 /// Host-only (plan time): the opt-ins of the kernels for 1..M tokens and the CTAs per SM of M's.

@@ -10,8 +10,7 @@ namespace b12x::gemm::lin {
 static_assert(kGgmlImmaP2 == imma::kP2 && kGgmlImmaPred == imma::kPred &&
               kGgmlImmaTile == imma::kTile && kGgmlImmaInPlace == imma::kInPlace &&
               kGgmlImmaPeel == imma::kPeel && kGgmlImmaIlv == imma::kIlv &&
-              kGgmlImmaXFirst == imma::kXFirst && kGgmlImmaPreFill == imma::kPreFill &&
-              kGgmlImmaStamp == imma::kStamp && kGgmlImmaLateTrig == imma::kLateTrig);
+              kGgmlImmaXFirst == imma::kXFirst);
 
 namespace {
 
@@ -44,7 +43,13 @@ using ImmaFn = void (*)(const LinearParams);
 /// and IQ2_XS 6.64 / 13.31 / 14.65 / 8.09 / 6.74 against 8207's (and 4096x4096's BF16 GEMV) 5.71
 /// / 10.96 / 12.32 / 6.96 / 6.09 and 6.32 / 11.66 / 12.97 / 7.31 / 6.34; IQ2_XXS M = 1 8303 5.14 /
 /// 9.30 / 9.95 / 6.11 / 4.89 and 8195 | kXFirst (8323) 4.96 / 9.23 / 9.91 / 5.95 / 5.00 against
-/// 8195's 5.07 / 9.27 / 10.09 / 6.00 / 4.96 (not on every shape: kept 8195).
+/// 8195's 5.07 / 9.27 / 10.09 / 6.00 / 4.96 (not on every shape: kept 8195). Session 28, rounds
+/// 105-106 (removed; IQ2_XXS / IQ2_XS defaults 8195 / 8431 at M = 1 in the same runs, docs/gemm.md
+/// "Session 28: IQ2"): the table words from __constant__ memory (IQ2_XS 5.16 -> 6.24 us at
+/// 4096x4096), the weights two units ahead requested into L2 (prefetch.global.L2, in the loop or at
+/// kernel start: +0.3-2.1 us), the tables filled before griddepcontrol.wait (IQ2_XS 5.23 -> 5.48,
+/// 9.70 -> 10.25), the dependents launched at the end (+0.3-0.9 us), IQ2_XXS 8323 / 8431 re-timed
+/// (within 3 % of 8195 both ways).
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   using namespace imma;
   const bool xs = f == WFmt::kIq2Xs;
@@ -63,43 +68,8 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
                   : &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kIpv>;
   }
   // 8431 = 8207 + kPeel + kIlv + kXFirst: IQ2_XS M = 1.
-  constexpr int k8431 = kIpv | kPeel | kIlv | kXFirst;
-  if (M == 1 && xs && var == (kGgmlImmaVar | k8431))
-    return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431>;
-  // Session 28 probes (round 106), M = 1: kPreFill on the defaults (IQ2_XXS 8211, IQ2_XS 8447)
-  // and on IQ2_XXS in IQ2_XS's form (8447), with kLateTrig (IQ2_XXS 9235, IQ2_XS 9471); kStamp on
-  // the defaults (8707 / 8943) and on kPreFill (8723 / 8959).
-  if (M == 1) {
-    constexpr int k8195 = kP2 | kPred, kP = kPreFill;
-    if (xs) {
-      switch (var - kGgmlImmaVar) {
-        case k8431 | kP:
-          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kP>;
-        case k8431 | kP | kLateTrig:
-          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kP | kLateTrig>;
-        case k8431 | kStamp:
-          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kStamp>;
-        case k8431 | kP | kStamp:
-          return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, k8431 | kP | kStamp>;
-        default:
-          return nullptr;
-      }
-    }
-    switch (var - kGgmlImmaVar) {
-      case k8195 | kP:
-        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kP>;
-      case k8431 | kP:
-        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8431 | kP>;
-      case k8195 | kP | kLateTrig:
-        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kP | kLateTrig>;
-      case k8195 | kStamp:
-        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kStamp>;
-      case k8195 | kP | kStamp:
-        return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, k8195 | kP | kStamp>;
-      default:
-        return nullptr;
-    }
-  }
+  if (M == 1 && xs && var == (kGgmlImmaVar | kIpv | kPeel | kIlv | kXFirst))
+    return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPeel | kIlv | kXFirst>;
   return nullptr;
 }
 

@@ -5067,16 +5067,6 @@ TEST(GemmGpu, GgmlGemvImma) {
   run_case({LinearFormat::kIq2Xxs, 1, 72, 1024, DType::kFP16, DType::kFP16, false});
 }
 
-TEST(GemmGpu, GgmlGemvImmaProbe) {
-  B12X_REQUIRE_GPU();
-  // Session 28's M = 1 probes (round 106): the tables loaded and stored before
-  // griddepcontrol.wait (kPreFill: IQ2_XXS 8211 and 8447 (IQ2_XS's form), IQ2_XS 8447), with the
-  // dependents launched at the end (kLateTrig: IQ2_XXS 9235, IQ2_XS 9471).
-  ScopedEnv e("B12X_GGML_GEMV", "1");
-  for (const char* v : {"8211", "8447", "9235"}) imma_m1_cases(LinearFormat::kIq2Xxs, v, 16);
-  for (const char* v : {"8447", "9471"}) imma_m1_cases(LinearFormat::kIq2Xs, v, 16);
-}
-
 TEST(GemmGpuSanitize, GgmlGemvVariants) {
   B12X_REQUIRE_GPU();
   // The variants past the end of a warp's work (round 52: kDeep's position step read past the

@@ -74,14 +74,9 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 /// last batch out of the batch loop, the loads' addresses from per-tile row bases; kIlv the two
 /// half batches' entries decoded and multiplied interleaved (two MMA chains in flight, as the
 /// session-26 loop had them; kTile's loop ran the halves one after the other); kXFirst the table
-/// words loaded after the first activation load (bit 16 was round 101's tile pairs, removed).
-/// Session 28 (round 106 probes): kPreFill the tables loaded and stored into shared memory before
-/// griddepcontrol.wait (weights-side data: under PDL the fill overlaps the wait for the previous
-/// grid, round 105's stamps put 1.2-2.8 K cycles between the wait and the staging barrier);
-/// kLateTrig the dependents launched at the kernel's end instead of before the tail's barrier;
-/// kStamp the timing probe below (stamp_record).
-inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8, kPreFill = 16, kPeel = 32,
-                     kIlv = 64, kXFirst = 128, kStamp = 512, kLateTrig = 1024;
+/// words loaded after the first activation load. Bit 16 was round 101's tile pairs (removed).
+inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8, kPeel = 32, kIlv = 64,
+                     kXFirst = 128;
 /// Static shared memory of a kernel of kW warps and M tokens: the warps' partial tiles (two slots)
 /// and their tile ids, kTile's lane constants (ggml_imma_available adds it to the dynamic part).
 __host__ __device__ constexpr int static_smem_bytes(int warps, int M) {
@@ -128,74 +123,6 @@ static __device__ const tab::U32s<256> g_grid_nib_xxs =
 static __device__ const tab::U32s<512> g_grid_nib_xs =
     tab::make_grid_nib<512>(fmt::ggml::kIq2xsGrid);
 static __device__ const tab::U32s<128> g_sign_nib = tab::make_sign_nib();
-
-/// kStamp probe (session 28): thread 0 of each CTA stamps clock64 at kernel start, after
-/// griddepcontrol.wait, after the staging barrier, after the loop's end barrier and at the end,
-/// and %globaltimer at start and end; per call (the last CTA to finish) the span from the first
-/// CTA's start to the last one's end and the gap from the previous call's end; every 100 calls of
-/// one (kernel, N, K) one printf line of the averages. Calls of one kernel do not overlap (a CTA
-/// of the next call passes griddepcontrol.wait only after this grid completed), so a ticket counter
-/// reset by each call's last CTA numbers them.
-struct StampAcc {
-  unsigned long long start, end, prev_end, span, gap, gap_min, ph[4], tot_max, key;
-  unsigned ticket, calls, ctas, gaps;
-};
-static __device__ StampAcc g_stamp = {~0ull, 0, 0, 0, 0, ~0ull, {0, 0, 0, 0}, 0, 0, 0, 0, 0, 0};
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");
-  return t;
-}
-__device__ __noinline__ void stamp_record(unsigned G, unsigned long long key,
-                                          unsigned long long gt0, const long long c[5]) {
-  StampAcc& a = g_stamp;
-  atomicMin(&a.start, gt0);
-  atomicMax(&a.end, global_ns());
-  for (int i = 0; i < 4; ++i) atomicAdd(&a.ph[i], static_cast<unsigned long long>(c[i + 1] - c[i]));
-  atomicMax(&a.tot_max, static_cast<unsigned long long>(c[4] - c[0]));
-  atomicAdd(&a.ctas, 1u);
-  __threadfence();
-  if (atomicAdd(&a.ticket, 1u) != G - 1) return;
-  __threadfence();
-  // The last CTA of the call: every other CTA's updates are in L2; read and write through it.
-  StampAcc v;
-  const unsigned long long* src = reinterpret_cast<const unsigned long long*>(&a);
-  unsigned long long* dst = reinterpret_cast<unsigned long long*>(&v);
-  for (int i = 0; i < static_cast<int>(sizeof(StampAcc) / 8); ++i) dst[i] = __ldcg(src + i);
-  const unsigned long long s = v.start, e = v.end;
-  v.start = ~0ull;
-  v.end = 0;
-  v.ticket = 0;
-  if (v.key != key) {  // a new kernel or shape: its own averages
-    v.key = key;
-    v.calls = v.gaps = v.ctas = 0;
-    v.span = v.gap = v.tot_max = v.prev_end = 0;
-    v.gap_min = ~0ull;
-    for (int i = 0; i < 4; ++i) v.ph[i] = 0;
-  }
-  if (v.prev_end != 0 && s > v.prev_end) {
-    v.gap += s - v.prev_end;
-    v.gap_min = min(v.gap_min, s - v.prev_end);
-    ++v.gaps;
-  }
-  v.prev_end = e;
-  v.span += e - s;
-  if (++v.calls == 100) {
-    const double n = v.ctas > 0 ? v.ctas : 1;
-    printf(
-        "stamp key=%llx calls=100 span_ns=%.0f gap_ns=%.0f gap_min_ns=%llu | cycles/CTA "
-        "start->wait %.0f wait->staged %.0f staged->loop_end %.0f tail %.0f max_total %llu\n",
-        key, v.span / 100.0, v.gaps ? static_cast<double>(v.gap) / v.gaps : 0.0, v.gap_min,
-        v.ph[0] / n, v.ph[1] / n, v.ph[2] / n, v.ph[3] / n, v.tot_max);
-    v.calls = v.gaps = v.ctas = 0;
-    v.span = v.gap = v.tot_max = 0;
-    v.gap_min = ~0ull;
-    for (int i = 0; i < 4; ++i) v.ph[i] = 0;
-  }
-  unsigned long long* out = reinterpret_cast<unsigned long long*>(&a);
-  for (int i = 0; i < static_cast<int>(sizeof(StampAcc) / 8); ++i) __stcg(out + i, dst[i]);
-  __threadfence();
-}
 
 /// Source bytes {8, 25, 43, 0} and {-8, -25, -43, 0}: selector nibble c | 4 sign.
 inline constexpr uint32_t kSrcLo = 0x002B1908u, kSrcHi = 0x00D5E7F8u;
@@ -360,16 +287,6 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   constexpr bool kPr = (kV & kPred) != 0, kTl = (kV & kTile) != 0, kIp = (kV & kInPlace) != 0;
   static_assert(kIp == kTl, "the loop per tile runs with the in-place loads");
   constexpr bool kPl = (kV & kPeel) != 0, kIv = (kV & kIlv) != 0, kXf = (kV & kXFirst) != 0;
-  constexpr bool kPre = (kV & kPreFill) != 0, kSt = (kV & kStamp) != 0;
-  constexpr bool kLt = (kV & kLateTrig) != 0;
-  long long stc[5] = {};
-  unsigned long long st_g0 = 0;
-  if constexpr (kSt) {
-    if (threadIdx.x == 0) {
-      stc[0] = clock64();
-      st_g0 = global_ns();
-    }
-  }
   static_assert(!kIv || kTl, "interleaved halves in the loop per tile");
   static_assert(!kPl || kIp, "the peeled loop with the in-place loads");
   extern __shared__ __align__(16) uint8_t smem[];
@@ -421,28 +338,12 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
                               : 0u;
     }
   };
-  const auto tab_store = [&]() {
-    uint4* tv = reinterpret_cast<uint4*>(smem);
-#pragma unroll
-    for (int it = 0; it < kTabPass; ++it) {
-      const int i = static_cast<int>(threadIdx.x) + it * kThr, e = i >> 3;
-      const int at = kXs ? e * 128 : e < kE ? e * 256 : (e - kE) * 512 + 128;
-      if (i < kTabChunks) tv[at / 16 + (i & 7)] = make_uint4(tw[it], tw[it], tw[it], tw[it]);
-    }
-  };
-  if constexpr (kPre) {
-    tab_load();
-    tab_store();
-  } else if constexpr (!kXf) {
-    tab_load();
-  }
+  if constexpr (!kXf) tab_load();
   if (threadIdx.x < 4)
     reinterpret_cast<uint32_t*>(smem + kSrcOff)[threadIdx.x] = threadIdx.x < 2 ? kSrcLo : kSrcHi;
   if (threadIdx.x < 32) reinterpret_cast<uint32_t*>(smem + kZeroOff)[threadIdx.x] = 0u;
   if (lane < 2) ptile[warp][lane] = -1;
   griddep_wait();
-  if constexpr (kSt)
-    if (threadIdx.x == 0) stc[1] = clock64();
   // kTile: the output scale's load issued here (its latency under the staging), not after the
   // barrier (round 101's warp sampling: ~1 % of 4096x4096's samples waited on it there).
   float mult = p.out_mult;
@@ -466,9 +367,13 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
                               : make_uint4(0u, 0u, 0u, 0u);
     };
     uint4 vn = xload(static_cast<int>(threadIdx.x));
-    if constexpr (!kPre) {
-      if constexpr (kXf) tab_load();
-      tab_store();
+    if constexpr (kXf) tab_load();
+    uint4* tv = reinterpret_cast<uint4*>(smem);
+#pragma unroll
+    for (int it = 0; it < kTabPass; ++it) {
+      const int i = static_cast<int>(threadIdx.x) + it * kThr, e = i >> 3;
+      const int at = kXs ? e * 128 : e < kE ? e * 256 : (e - kE) * 512 + 128;
+      if (i < kTabChunks) tv[at / 16 + (i & 7)] = make_uint4(tw[it], tw[it], tw[it], tw[it]);
     }
     for (int base = 0; base < kM * chunks; base += kThr) {
       const int ct = base + static_cast<int>(threadIdx.x);
@@ -565,8 +470,6 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     }
   }
   __syncthreads();
-  if constexpr (kSt)
-    if (threadIdx.x == 0) stc[2] = clock64();
   if constexpr (kTl) {
     clsw = lconst[0][lane];
     ssh_t = lconst[1][lane];
@@ -825,10 +728,8 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
       cur = nxt;
     }
   }
-  if constexpr (!kLt) griddep_launch_dependents();
+  griddep_launch_dependents();
   __syncthreads();
-  if constexpr (kSt)
-    if (threadIdx.x == 0) stc[3] = clock64();
   // Tiles covered in part by several warps: their partials in warp order (kTile: every warp's
   // slots read at once, one shared-memory round trip).
   for (int i = static_cast<int>(threadIdx.x); i < kM * ntl * 16; i += kThr) {
@@ -866,17 +767,6 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     }
     const int64_t row = static_cast<int64_t>(tl) * 16 + row16;
     if (any && row < p.N) store_out_elem(p, m, row, s, mult);
-  }
-  if constexpr (kLt) griddep_launch_dependents();
-  if constexpr (kSt) {
-    if (threadIdx.x == 0) {
-      stc[4] = clock64();
-      stamp_record(gridDim.x,
-                   static_cast<unsigned long long>(kV) << 48 | (kXs ? 1ull : 0ull) << 47 |
-                       static_cast<unsigned long long>(p.N) << 24 |
-                       static_cast<unsigned long long>(p.K),
-                   st_g0, stc);
-    }
   }
 }
 
