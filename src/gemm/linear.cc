@@ -135,6 +135,9 @@ constexpr bool kStreamLateRule = true;
 /// Session 27: the M = 1 8-part 2-CTA blocks' K parts of an even number of vectors where the grid
 /// has more CTAs than SMs (plan rule below; lin::kStreamVarHalf).
 constexpr bool kStreamHalfRule = true;
+/// Session 28: the M = 1 per-warp blocks' next ring requests before each block's activation
+/// store, NVFP4 where round 106 measured it faster (plan rule below; lin::kStreamVarRf).
+constexpr bool kStreamRfRule = true;
 /// Session 20: MXFP4 W4A16 with fold-free weights takes NVFP4 W4A16's one-tile-per-SM rule (the
 /// stream kernel at the 2-CTA cap with the early trigger where 0.9-1 row tiles per SM): round 75
 /// 2048x7168 4.91 (decode kernel) -> 4.51 us (round 74 4.90 -> 4.52).
@@ -1853,20 +1856,23 @@ Plan plan(const Caps& caps) {
             p.decode_stream_vp = vp2;
           }
         }
-        // PROBE (session 28, fp4m1): B12X_GEMM_STREAM_RF=1, the 8-part 2-CTA blocks' next
-        // requests before each block's activation store (kStreamVarRf), where an instance exists
-        // (128 / 168, and NVFP4's kLean 192 / 232: no late requests, no HALF; MXFP4 fold-free).
+        // Session 28 (kStreamRfRule, SM90; lin::kStreamVarRf): on the per-warp blocks without the
+        // late requests or HALF, each block's next ring requests before its activation store,
+        // where round 106 measured it faster (H200, M = 1, two interleaved samples, us): NVFP4
+        // W4A16 on the 8-part 2-CTA blocks (var 128: 4096x4096 4.26 / 4.26 -> 4.22 / 4.21,
+        // 2048x7168 4.52 / 4.52 -> 4.44 / 4.48) and kLean's 3-CTA blocks (192: 6144x4096 5.88 /
+        // 5.91 -> 5.80 / 5.86), NVFP4 W4A4 on kLean's (232: 6144x4096 6.45 / 6.43 -> 6.31 / 6.36).
+        // It lost for NVFP4 W4A4's 168 (2048x7168 4.57 / 4.56 -> 4.80 / 4.81) and MXFP4 W4A4's
+        // 168 (4096x4096 +1.2 %, 4096x14336 +1.4 %, 2048x7168 4.38 / 4.39 -> 4.66 / 4.65) and tied
+        // for MXFP4 W4A16 (2048x7168 4.48 / 4.46 -> 4.49 / 4.46). B12X_GEMM_STREAM_RF=0|1
+        // overrides (=1: wherever an instance exists).
         if (const char* e = std::getenv("B12X_GEMM_STREAM_RF");
-            e != nullptr && e[0] == '1' && c.parts == 8 &&
-            lin::stream_rf_available(wf, c.parts, occ, p.decode_stream_var, true))
+            (e != nullptr ? e[0] == '1'
+                          : kStreamRfRule && sm90 &&
+                                (p.decode_stream_var == (w4a16 ? 128 : 232) ||
+                                 (w4a16 && p.decode_stream_var == 192))) &&
+            c.parts == 8 && lin::stream_rf_available(wf, c.parts, occ, p.decode_stream_var))
           p.decode_stream_var |= lin::kStreamVarRf;
-        // PROBE (session 28, fp4m1): B12X_GEMM_STREAM_RS=1, the 2-part CTA staging with each
-        // warp's second weight block requested before griddep_wait (kStreamVarRs), where an
-        // instance exists.
-        if (const char* e = std::getenv("B12X_GEMM_STREAM_RS");
-            e != nullptr && e[0] == '1' && occ == 2 && c.parts == 2 &&
-            lin::stream_rs_available(wf, c.parts, occ, p.decode_stream_var))
-          p.decode_stream_var |= lin::kStreamVarRs;
         // MXFP4's variant-free instances take fold-free weights only (session 21 removed the
         // fold's, reached by knobs alone): such a plan runs other weights on the decode kernel,
         // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.

@@ -73,12 +73,9 @@ bool stream_late_available(WFmt f, int parts, int occ, int var);
 /// Session 27 (SM90 default by the plan's kStreamHalfRule): K parts of an even number of vectors
 /// (kStreamVarHalf) exist for this format, grid and variant (MXFP4: mx_free's instance).
 bool stream_half_available(WFmt f, int parts, int occ, int var, bool mx_free);
-/// PROBE (session 28, fp4m1): the blocks' requests first (kStreamVarRf) exist for this format,
-/// grid and variant (MXFP4: fold-free only).
-bool stream_rf_available(WFmt f, int parts, int occ, int var, bool mx_free);
-/// PROBE (session 28, fp4m1): the staging's second block before griddep_wait (kStreamVarRs)
-/// exists for this format, grid and variant (MXFP4: fold-free only).
-bool stream_rs_available(WFmt f, int parts, int occ, int var);
+/// Session 28 (SM90 default by the plan's kStreamRfRule): the blocks' requests first
+/// (kStreamVarRf) exist for this format, grid and variant.
+bool stream_rf_available(WFmt f, int parts, int occ, int var);
 /// Staging budget at M = 1: what SM12x's 99 KB per block leave beside the static shared memory
 /// (the 1 KB reduction buffer; static_assert in linear_stream.cu) and margin (K up to ~46k).
 inline constexpr int64_t kStreamSmemBudget = 101376 - 8 * 1024;

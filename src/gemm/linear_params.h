@@ -84,13 +84,10 @@ inline constexpr int kStreamVarLate = 4096;
 /// kHalf): a part's last block may hold 2 of the ring's 4 vectors, so that vp = ceil(kvec / parts)
 /// rounded to 2, not 4.
 inline constexpr int kStreamVarHalf = 8192;
-/// PROBE (session 28, fp4m1): LinearParams::stream_var bit of the M = 1 blocks' requests first
-/// (B12X_GEMM_STREAM_RF=1; linear_stream_kernel's kRf): a block's 4 next ring requests before its
-/// activations are stored.
+/// LinearParams::stream_var bit of the M = 1 blocks' requests first (session 28; SM90 default by
+/// kStreamRfRule, B12X_GEMM_STREAM_RF=0|1; linear_stream_kernel's kRf): a block's 4 next ring
+/// requests before its activations are stored.
 inline constexpr int kStreamVarRf = 32768;
-/// PROBE (session 28, fp4m1): LinearParams::stream_var bit of the M = 1 CTA staging's second
-/// weight block requested before griddep_wait (B12X_GEMM_STREAM_RS=1; linear_stream_kernel's kRs).
-inline constexpr int kStreamVarRs = 65536;
 
 /// Activation source kinds of the weight-streaming kernel.
 enum ActSrc : int32_t {

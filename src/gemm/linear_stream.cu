@@ -102,48 +102,22 @@ StreamFn stream_half_fn(bool mx, bool mx_free, int parts, int occ, int base) {
   return nullptr;
 }
 
-/// PROBE (session 28, fp4m1): the blocks' requests first (kStreamVarRf) on the 8-part 2-CTA
-/// blocks without late requests or HALF (2048x7168's grid for all four formats): NVFP4 W4A16 128,
-/// W4A4 168, fold-free MXFP4 W4A16 128 / W4A4 168.
-StreamFn stream_rf_fn(bool mx, bool mx_free, int parts, int occ, int base) {
+/// Session 28 (kRf; linear.cc's kStreamRfRule, SM90): the blocks' next requests before each
+/// block's activation store, the instances its rule reaches: NVFP4 W4A16 on the 8-part 2-CTA
+/// blocks (128) and kLean's 3-CTA blocks (192), NVFP4 W4A4 on kLean's (232). (Round 106's
+/// NVFP4 W4A4 168 and fold-free MXFP4 128 / 168 instances lost or tied; removed.)
+StreamFn stream_rf_fn(bool mx, int parts, int occ, int base) {
   constexpr int R = kStreamVarRf;
-  if (parts != 8 || (mx && !mx_free)) return nullptr;
-  if (occ == 3)  // kLean's 3-CTA blocks (6144x4096's NVFP4 plans)
-    return mx            ? nullptr
-           : base == 192 ? &linear_stream_kernel<8, 3, 1, false, false, R | 192>
-           : base == 232 ? &linear_stream_kernel<8, 3, 1, false, false, R | 232>
-                         : nullptr;
-  if (occ != 2) return nullptr;
-  if (base == 128)
-    return mx ? &linear_stream_kernel<8, 2, 1, true, true, R | 128>
-              : &linear_stream_kernel<8, 2, 1, false, false, R | 128>;
-  if (base == 168)
-    return mx ? &linear_stream_kernel<8, 2, 1, true, true, R | 168>
-              : &linear_stream_kernel<8, 2, 1, false, false, R | 168>;
-  return nullptr;
-}
-
-/// PROBE (session 28, fp4m1): the 2-part CTA staging with the second weight block requested
-/// before griddep_wait (kStreamVarRs; 14336x4096's plans): NVFP4 W4A16 0 / W4A4 40, fold-free MXFP4
-/// W4A16 0 / W4A4 40 | late.
-StreamFn stream_rs_fn(bool mx, bool mx_free, int parts, int occ, int base) {
-  constexpr int R = kStreamVarRs, L = kStreamVarLate;
-  if (parts != 2 || occ != 2 || (mx && !mx_free)) return nullptr;
-  if (!mx)
-    return base == 0    ? &linear_stream_kernel<2, 2, 1, false, false, R>
-           : base == 40 ? &linear_stream_kernel<2, 2, 1, false, false, R | 40>
-                        : nullptr;
-  return base == 0          ? &linear_stream_kernel<2, 2, 1, true, true, R>
-         : base == (L | 40) ? &linear_stream_kernel<2, 2, 1, true, true, R | L | 40>
-                            : nullptr;
+  if (mx || parts != 8) return nullptr;
+  return occ == 2 && base == 128   ? &linear_stream_kernel<8, 2, 1, false, false, R | 128>
+         : occ == 3 && base == 192 ? &linear_stream_kernel<8, 3, 1, false, false, R | 192>
+         : occ == 3 && base == 232 ? &linear_stream_kernel<8, 3, 1, false, false, R | 232>
+                                   : nullptr;
 }
 
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
-  if (var & kStreamVarRs) return stream_rs_fn(mx, mx_free, parts, occ, var & ~kStreamVarRs);
-  if (var & kStreamVarRf)  // MXFP4's fold weights run the plan's own variant
-    return mx && !mx_free ? stream_var_fn(f, parts, occ, var & ~kStreamVarRf, mx_free)
-                          : stream_rf_fn(mx, mx_free, parts, occ, var & ~kStreamVarRf);
+  if (var & kStreamVarRf) return stream_rf_fn(mx, parts, occ, var & ~kStreamVarRf);
   if (var & kStreamVarHalf) return stream_half_fn(mx, mx_free, parts, occ, var & ~kStreamVarHalf);
   if (var & kStreamVarLate) {
     // Session 26 (kLate): other MXFP4 weights than fold-free ones run the plan's own variant.
@@ -187,8 +161,6 @@ StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
 StreamFn pick_stream(WFmt f, bool fp16, int parts, int occ, int rows, bool mx_free = false,
                      int var = 0) {
   if (fp16) return nullptr;
-  if ((var & kStreamVarRs) && f == WFmt::kMxfp4 && !mx_free)  // the plan's own variant
-    return pick_stream(f, fp16, parts, occ, rows, mx_free, var & ~kStreamVarRs);
   if (var == kStreamVarLate && f == WFmt::kMxfp4 && !mx_free)
     return pick_stream(f, fp16, parts, occ, rows, mx_free);
   if (var != 0) return rows == 1 ? stream_var_fn(f, parts, occ, var, mx_free) : nullptr;
@@ -418,14 +390,8 @@ bool stream_half_available(WFmt f, int parts, int occ, int var, bool mx_free) {
          stream_var_fn(f, parts, occ, var | kStreamVarHalf, mx_free) != nullptr;
 }
 
-bool stream_rf_available(WFmt f, int parts, int occ, int var, bool mx_free) {
-  return (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
-         stream_var_fn(f, parts, occ, var | kStreamVarRf, mx_free) != nullptr;
-}
-
-bool stream_rs_available(WFmt f, int parts, int occ, int var) {
-  return (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
-         stream_var_fn(f, parts, occ, var | kStreamVarRs, true) != nullptr;
+bool stream_rf_available(WFmt f, int parts, int occ, int var) {
+  return f == WFmt::kNvfp4 && stream_var_fn(f, parts, occ, var | kStreamVarRf, false) != nullptr;
 }
 
 bool stream_qs_available(int parts, int occ) {

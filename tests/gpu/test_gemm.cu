@@ -1844,7 +1844,8 @@ TEST(GemmGpu, DecodeStreamHalf) {
     EXPECT_EQ(a.decode_stream_vp, 6);
     EXPECT_EQ(plan_m1(LinearFormat::kMxfp4, 4096, 3072).decode_stream_var,
               168 | gemm::lin::kStreamVarHalf);
-    EXPECT_EQ(plan_m1(LinearFormat::kNvfp4W4A16, 2048, 7168).decode_stream_var, 128);
+    EXPECT_EQ(plan_m1(LinearFormat::kNvfp4W4A16, 2048, 7168).decode_stream_var,
+              128 | gemm::lin::kStreamVarRf);  // not HALF (session 28: requests first)
     EXPECT_EQ(plan_m1(LinearFormat::kMxfp4, 4096, 7168).decode_stream_var, 168);  // vp 16
     MxCodeTweak tw(0);
     expect_stream_launch({LinearFormat::kMxfp4, 1, 4096, 3072, DType::kBF16, DType::kBF16, true},
@@ -1895,66 +1896,49 @@ TEST(GemmGpu, DecodeStreamHalf) {
                        false);
 }
 
-TEST(GemmGpu, DecodeStreamRs) {
-  // PROBE (session 28, fp4m1; B12X_GEMM_STREAM_RS=1, var bit 65536): the 2-part CTA staging with
-  // each warp's second weight block requested before griddep_wait (the loop's first block from
-  // the saved one), all four formats (MXFP4 fold-free; W4A4 on the QS staging, MXFP4's late): K =
-  // 4096, 1312 (a part's last block short), 544 (parts of 8 and 1 vectors), N = 72 / 200, bias, an
-  // FP16 output, graphs; a code 136 keeps MXFP4 W4A4's own variant.
-  B12X_REQUIRE_GPU();
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
-      el("B12X_GEMM_STREAM_LATE", "1"), eq("B12X_GEMM_STREAM_QS", "1"),
-      er("B12X_GEMM_STREAM_RS", "1"), ep("B12X_GEMM_STREAM_PARTS", "2"),
-      eo("B12X_GEMM_STREAM_OCC", "2");
-  const LinearFormat fmts[] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4};
-  int k = 0;
-  for (const LinearFormat f : fmts) {
-    const bool mx = f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4;
-    MxCodeTweak tw(0);
-    for (const int64_t K : {4096, 1312, 544}) {
-      const int64_t N = (k % 2) ? 72 : 200;
-      EXPECT_NE(plan_m1(f, N, K).decode_stream_var & gemm::lin::kStreamVarRs, 0) << k;
-      expect_stream_launch(
-          {f, 1, N, K, DType::kBF16, k == 5 ? DType::kFP16 : DType::kBF16, (k % 2) == 0},
-          /*graph=*/k % 3 == 1, mx);
-      ++k;
-    }
-  }
-  MxCodeTweak tw(136);
-  expect_stream_launch({LinearFormat::kMxfp4, 1, 200, 4096, DType::kBF16, DType::kBF16, true}, true,
-                       false);
-}
-
 TEST(GemmGpu, DecodeStreamRf) {
-  // PROBE (session 28, fp4m1; B12X_GEMM_STREAM_RF=1, var bit 32768): the 8-part 2-CTA blocks
-  // with each block's next ring requests before its activation store, all four formats (MXFP4
-  // fold-free; a code 136 keeps the fold's plain blocks for W4A4): K = 7168 (2048x7168's
-  // parts), 3040 (the last vector past K), N = 72 / 200, bias, an FP16 output, graphs; NVFP4 on
-  // kLean's 3-CTA blocks.
+  // Session 28 (kStreamRfRule, var bit 32768; B12X_GEMM_STREAM_RF=1 forces it): the per-warp
+  // blocks with each block's next ring requests before its activation store, on the instances the
+  // SM90 rule reaches: NVFP4 W4A16 on the 8-part 2-CTA blocks (K = 7168: 2048x7168's parts, 3040:
+  // the last vector past K, N = 72 / 200, bias, an FP16 output, graphs, a persistent grid of two
+  // groups per CTA) and on kLean's 3-CTA blocks, NVFP4 W4A4 on kLean's.
   B12X_REQUIRE_GPU();
-  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
-      el("B12X_GEMM_STREAM_LATE", "0"), eh("B12X_GEMM_STREAM_HALF", "0"),
-      er("B12X_GEMM_STREAM_RF", "1"), ep("B12X_GEMM_STREAM_PARTS", "8"),
-      eo("B12X_GEMM_STREAM_OCC", "2");
-  const LinearFormat fmts[] = {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                               LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4};
-  int k = 0;
-  for (const LinearFormat f : fmts) {
-    const bool mx = f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4;
-    MxCodeTweak tw(0);
-    for (const int64_t K : {7168, 3040}) {
-      const int64_t N = (k % 2) ? 72 : 200;
-      EXPECT_NE(plan_m1(f, N, K).decode_stream_var & gemm::lin::kStreamVarRf, 0) << k;
-      expect_stream_launch(
-          {f, 1, N, K, DType::kBF16, k == 5 ? DType::kFP16 : DType::kBF16, (k % 2) == 0},
-          /*graph=*/k % 3 == 1, mx);
-      ++k;
-    }
+  if (device_info(0).sm_count == 132 && device_info(0).family == ArchFamily::kSm90) {
+    const int rf = gemm::lin::kStreamVarRf;
+    EXPECT_EQ(plan_m1(LinearFormat::kNvfp4W4A16, 2048, 7168).decode_stream_var, 128 | rf);
+    EXPECT_EQ(plan_m1(LinearFormat::kNvfp4W4A16, 4096, 4096).decode_stream_var, 128 | rf);
+    EXPECT_EQ(plan_m1(LinearFormat::kNvfp4W4A16, 6144, 4096).decode_stream_var, 192 | rf);
+    EXPECT_EQ(plan_m1(LinearFormat::kNvfp4, 6144, 4096).decode_stream_var, 232 | rf);
+    EXPECT_EQ(plan_m1(LinearFormat::kNvfp4, 2048, 7168).decode_stream_var, 168);
+    EXPECT_EQ(plan_m1(LinearFormat::kMxfp4, 2048, 7168).decode_stream_var, 168);
   }
-  MxCodeTweak tw(136);
-  expect_stream_launch({LinearFormat::kMxfp4, 1, 200, 7168, DType::kBF16, DType::kBF16, true}, true,
-                       false);
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), el("B12X_GEMM_STREAM_LATE", "0"),
+      eh("B12X_GEMM_STREAM_HALF", "0"), er("B12X_GEMM_STREAM_RF", "1"),
+      ep("B12X_GEMM_STREAM_PARTS", "8"), eo("B12X_GEMM_STREAM_OCC", "2");
+  int k = 0;
+  for (const int64_t K : {7168, 3040}) {
+    const int64_t N = (k % 2) ? 72 : 200;
+    EXPECT_EQ(plan_m1(LinearFormat::kNvfp4W4A16, N, K).decode_stream_var,
+              128 | gemm::lin::kStreamVarRf)
+        << k;
+    expect_stream_launch({LinearFormat::kNvfp4W4A16, 1, N, K, DType::kBF16,
+                          k == 1 ? DType::kFP16 : DType::kBF16, (k % 2) == 0},
+                         /*graph=*/k == 1, false);
+    ++k;
+  }
+  {
+    ScopedEnv ec("B12X_GEMM_STREAM_CTAS", "1");
+    expect_stream_launch(
+        {LinearFormat::kNvfp4W4A16, 1, 4096, 3040, DType::kBF16, DType::kBF16, true}, true, false);
+  }
+  // kLean's 3-CTA blocks (NVFP4 W4A16 192 / W4A4 232, 6144x4096's plans).
+  ScopedEnv eo3("B12X_GEMM_STREAM_OCC", "3"), ej("B12X_GEMM_STREAM_JIT", "4");
+  for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4}) {
+    const int64_t N = (k % 2) ? 72 : 200, K = (k % 2) ? 4096 : 1312;
+    EXPECT_NE(plan_m1(f, N, K).decode_stream_var & gemm::lin::kStreamVarRf, 0) << k;
+    expect_stream_launch({f, 1, N, K, DType::kBF16, DType::kBF16, (k % 2) == 0}, k % 2 == 1, false);
+    ++k;
+  }
 }
 
 TEST(GemmGpu, DecodeStreamJit) {
@@ -1968,8 +1952,9 @@ TEST(GemmGpu, DecodeStreamJit) {
   // for MXFP4 W4A4, v136, the fold's v128.)
   B12X_REQUIRE_GPU();
   // The base variants pinned here: session 26's late ring requests (kStreamLateRule, var bit
-  // 4096) off; DecodeStreamLate covers them.
-  ScopedEnv enl("B12X_GEMM_STREAM_LATE", "0");
+  // 4096) and session 28's requests first (kStreamRfRule, 32768) off; DecodeStreamLate /
+  // DecodeStreamRf cover them.
+  ScopedEnv enl("B12X_GEMM_STREAM_LATE", "0"), enr("B12X_GEMM_STREAM_RF", "0");
   {
     auto var = [](LinearFormat f, int64_t N, int64_t K) {
       return plan_m1(f, N, K).decode_stream_var;

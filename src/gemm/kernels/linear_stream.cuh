@@ -174,10 +174,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     linear_stream_kernel(const LinearParams p) {
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
-  static_assert(
-      kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128 & ~kStreamVarLate &
-                                            ~kStreamVarHalf & ~kStreamVarRf & ~kStreamVarRs) == 0)),
-      "kVar: M = 1; MXFP4 with kQf only");
+  static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128 & ~kStreamVarLate &
+                                                      ~kStreamVarHalf) == 0)),
+                "kVar: M = 1; MXFP4 with kQf only");
   // kMxS (session 26, every fold-free MXFP4 instance): each lane builds both atoms' splat pairs
   // of a vector from the scale words by integer arithmetic (one PRMT, a mask and one IMAD per
   // atom, 2 ops for code 255's NaN) instead of atom t / 2's by compares and selects and the quad's
@@ -197,16 +196,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // block's scale words are 8-byte aligned only (vbase x 4 bytes, MXFP4 4-byte: vbase x 2), so they
   // load in halves.
   constexpr bool kHalf = (kVar & kStreamVarHalf) != 0;
-  // PROBE (session 28, fp4m1; bit 32768, B12X_GEMM_STREAM_RF=1): each block's 4 next ring
-  // requests before its activations are stored to the warp's buffer (the blocks, kJit): the
-  // default issues slot j's request in vector j's step, after the store, which waits for the
-  // block's activation load (after griddep_wait, one L2 round trip with no weight request in
-  // flight beyond the ring's first block).
+  // kRf (bit 32768, session 28; SM90 default by kStreamRfRule): on the per-warp blocks (kJit)
+  // each block's 4 next ring requests go out before its activations are stored to the warp's
+  // buffer. Otherwise slot j's request is issued in vector j's step, after that store, which waits
+  // for the block's activation load: right after griddep_wait one L2 round trip with nothing but
+  // the ring's first block in flight (round 105, Nsight Compute of 2048x7168: the store the
+  // hottest stall, 8.5 % of the samples, long scoreboard).
   constexpr bool kRf = (kVar & kStreamVarRf) != 0;
-  // PROBE (session 28, fp4m1; bit 65536, B12X_GEMM_STREAM_RS=1): the CTA's staging (not kJit)
-  // with the warp's second block of weights requested before griddep_wait as well (8 vectors in
-  // flight over the staging's L2 round trip and barrier instead of the ring's 4).
-  constexpr bool kRs = (kVar & kStreamVarRs) != 0;
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
   // kQf (bit 32, session 20; kQx): the conversion by BF16 pair arithmetic, NVFP4 into activations
@@ -223,7 +219,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
                 "kHalf: the 8-part 2-CTA blocks, requests before the decode");
   static_assert(!kRf || (kJit && kRows == 1 && !kHalf && !kLate),
                 "kRf: the M = 1 blocks, requests at the vector's step otherwise");
-  static_assert(!kRs || (!kJit && kRows == 1 && !kHalf && !kRf), "kRs: the M = 1 CTA staging");
   constexpr int kCh = kLean ? 1 : 4;  // MMA accumulator chains
   static_assert(!kQf || kQx, "kQf: FP4 activations converted by pair arithmetic");
   static_assert(!kQx || kQf || (!kJit && !kMx), "the blocks and MXFP4 convert FP4 by kQf only");
@@ -355,21 +350,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     issue(ring[j], j);
   }
   advance();
-  // kRs: the first block's vectors and scale words move to rs / rsb0 / rsb1 and the ring takes
-  // the second block's requests, all before griddep_wait; the loop's first block computes from
-  // rs without requests (rs_first).
-  uint4 rs[kRs ? kDepth : 1];
-  uint4 rsb0 = nb0, rsb1 = nb1;
-  bool rs_first = false;
-  if constexpr (kRs) {
-#pragma unroll
-    for (int j = 0; j < kDepth; ++j) {
-      rs[j] = ring[j];
-      issue(ring[j], j);
-    }
-    advance();
-    rs_first = true;
-  }
   griddep_wait();  // the activations (and alpha) belong to earlier kernels
 
   const int ks = kParts * vp * 64;  // staged activations (K values)
@@ -618,9 +598,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         const uint32_t sel = t | ((t + 4) << 4);  // byte t of two words
         cs0 = prmt(prmt(nb0.x, nb0.y, sel), prmt(nb0.z, nb0.w, sel), 0x5410u);
         cs1 = prmt(prmt(nb1.x, nb1.y, sel), prmt(nb1.z, nb1.w, sel), 0x5410u);
-      } else if constexpr (kRs) {
-        cb0 = rs_first ? rsb0 : nb0;
-        cb1 = rs_first ? rsb1 : nb1;
       } else {
         cb0 = nb0;
         cb1 = nb1;
@@ -671,15 +648,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       } else if constexpr (kRf) {
 #pragma unroll
         for (int j = 0; j < kDepth; ++j) vec(rcur[j], j, false);
-      } else if constexpr (kRs) {
-        if (rs_first) {
-#pragma unroll
-          for (int j = 0; j < kDepth; ++j) vec(rs[j], j, false);
-          rs_first = false;
-          continue;  // its successor's requests went out before griddep_wait
-        }
-#pragma unroll
-        for (int j = 0; j < kDepth; ++j) vec(ring[j], j, true);
       } else {
 #pragma unroll
         for (int j = 0; j < kDepth; ++j) vec(ring[j], j, true);
