@@ -160,8 +160,6 @@ struct DecodeKnobs {
   int q_early = 0;     ///< B12X_MOE_Q_EARLY 0|1|2: [Q]'s trigger (after / before its wait, none)
   int q_lean = 1;      ///< B12X_MOE_Q_LEAN 0|1: the lean NVFP4 [Q] (decode_q_lean) where it applies
   int fc1_scal0 = 1;   ///< B12X_MOE_FC1_SCAL0 0|1: FC1's first-tile scalars loaded before its wait
-  int fc1_dec = 0;     ///< B12X_MOE_FC1_DEC 0|4|8|12: two-group FC1's FP4 decode left shifts on the
-                       ///< ALU pipe (4 pair 1's, 8 pair 3's; 0 ptxas's IMAD.SHL)
   int fc1_groups = 0;  ///< B12X_MOE_FC1_GROUPS >= 1: FC1 tile groups (0: one wave)
   int fc1_kg = 0;      ///< B12X_MOE_FC1_KG 1|2: FC1 warp groups (0: rule)
   int fc1_fine = 1;    ///< B12X_MOE_FC1_FINE 0|1|2: last-warp FC1 long tiles, ~2 / 2.7 per CTA
@@ -180,7 +178,6 @@ struct DecodeKnobs {
   int fc2_kil = -1;    ///< B12X_MOE_FC2_KIL 0|1: FC2 warps take every kW-th chunk (-1: rule)
   int fc2_rows = 0;    ///< B12X_MOE_FC2_ROWS 16|32: output rows per FC2 CTA (0: rule, 2-8 tokens)
   int fc2_dsmem = 1;   ///< B12X_MOE_FC2_CLUSTER 0|1|2: FC2 split 2 (1) / any (2) as a cluster
-  int fc2_dec = 0;     ///< B12X_MOE_FC2_DEC 0|4|8|12: fc1_dec's decode in the 3-stage 32-row FC2
 };
 
 /// @brief Runtime capacities.

@@ -612,7 +612,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.q_early, "B12X_MOE_Q_EARLY", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.q_lean, "B12X_MOE_Q_LEAN", {0, 1}, "0, 1", not_nvfp4);
   knob(k.fc1_scal0, "B12X_MOE_FC1_SCAL0", {0, 1}, "0, 1", not_stream);
-  knob(k.fc1_dec, "B12X_MOE_FC1_DEC", {0, 4, 8, 12}, "0, 4, 8, 12", not_stream);
   knob(k.fc1_groups, "B12X_MOE_FC1_GROUPS", {}, ">= 1", not_stream);
   knob(k.fc1_kg, "B12X_MOE_FC1_KG", {1, 2}, "1, 2", not_stream);
   knob(k.fc1_fine, "B12X_MOE_FC1_FINE", {0, 1, 2}, "0, 1, 2", not_stream);
@@ -630,7 +629,6 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc2_kil, "B12X_MOE_FC2_KIL", {0, 1}, "0, 1", not_stream);
   knob(k.fc2_rows, "B12X_MOE_FC2_ROWS", {16, 32}, "16, 32", not_stream);
   knob(k.fc2_dsmem, "B12X_MOE_FC2_CLUSTER", {0, 1, 2}, "0, 1, 2", not_stream);
-  knob(k.fc2_dec, "B12X_MOE_FC2_DEC", {0, 4, 8, 12}, "0, 4, 8, 12", not_stream);
   return k;
 }
 }  // namespace detail
@@ -885,10 +883,6 @@ Plan plan(const Caps& caps) {
     if (stream && detail::decode_q_lean(p.knobs, aquant_of(w.args.quant_mode),
                                         w.args.params_dtype == DType::kFP16, E))
       sig << " q_lean";
-    // The FP4 decode's left shifts on the ALU pipe (DecodeKnobs::fc1_dec / fc2_dec probes,
-    // session 28).
-    if (stream && p.knobs.fc1_dec != 0) sig << " fc1_dec=" << p.knobs.fc1_dec;
-    if (stream && p.knobs.fc2_dec != 0) sig << " fc2_dec=" << p.knobs.fc2_dec;
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

@@ -39,10 +39,9 @@ Fc2Shape fc2_shape(const DecodeArgs& a, const DecodeKnobs& k, bool deep, int row
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kWM, int kG,
-          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kTR = false,
-          int kDec = 0>
+          int kNW = DecodeCfg::kFc1Warps, bool kBal = false, bool kLast = false, bool kTR = false>
 void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kTR, kDec>;
+  auto* k = dev::moe_decode_fc1_kernel<OpT, kFold, kSK, kWM, kG, kNW, kBal, kRC, kLast, kTR>;
   constexpr int kSmem = DecodeCfg::fc1_smem(kNW);
   // Above 48 KB of dynamic shared memory needs the opt-in (once per device and kernel); three
   // CTAs (3 x ~69 KB) per SM only with the whole unified L1 given to shared memory.
@@ -67,9 +66,9 @@ bool refill_tiled(const WeightView& w) {
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
-          bool kKil = false, bool kTR = false, int kDec = 0>
+          bool kKil = false, bool kTR = false>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, kTR, kDec>;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, kTR>;
   {  // the largest shared memory this instance is launched with, once per device
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
     const int max_tokens = kR == 32             ? DecodeCfg::kFc2Rows32MaxTokens
@@ -96,18 +95,6 @@ void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
     launch_k(k, grid, dim3(32 * kW), smem, stream, pdl, b);
   }
   B12X_CUDA_CHECK_LAUNCH();
-}
-
-// Calls fn(std::integral_constant<int, d>) with d = dec (0, 4, 8, 12) where kOk, else d = 0: the
-// probe knobs fc1_dec / fc2_dec name a kernel's fp4x2_bf16_dec form (moe_decode.cuh).
-template <bool kOk, typename Fn>
-void with_dec(int dec, Fn&& fn) {
-  if constexpr (kOk) {
-    if (dec == 4) return fn(std::integral_constant<int, 4>{});
-    if (dec == 8) return fn(std::integral_constant<int, 8>{});
-    if (dec == 12) return fn(std::integral_constant<int, 12>{});
-  }
-  fn(std::integral_constant<int, 0>{});
 }
 
 // pdl1: FC1's programmatic edge (off after a memset node). Launches with more than
@@ -151,12 +138,8 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1WideWarps, false, false, kTR>(
         a, kn, stream, pdl1);
   } else if (a.fc1_groups == 2) {  // decode_fc1_last: always the last-warp tile ends here
-    // DecodeKnobs::fc1_dec (probe, session 28): the FP4 decode's left shifts on the ALU pipe
-    // (fp4x2_bf16_dec), in the last-warp two-group FC1 of the one-multiply fold only.
-    with_dec<kTR && kFold>(kn.fc1_dec, [&](auto d) {
-      launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTR,
-                 decltype(d)::value>(a, kn, stream, pdl1);
-    });
+    launch_fc1<OpT, kFold, kSK, kRC, 1, 2, DecodeCfg::kFc1Warps, false, true, kTR>(a, kn, stream,
+                                                                                   pdl1);
   } else {
     launch_fc1<OpT, kFold, kSK, kRC, 1, 1, DecodeCfg::kFc1Warps, false, false, kTR>(a, kn, stream,
                                                                                     pdl1);
@@ -169,14 +152,9 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       if (a.fc2_stages32 == 2)  // decode_fc2_stages32
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kTR>(a, stream, pdl);
       else if (a.fc2_kil != 0)
-        with_dec<kTR && kFold>(kn.fc2_dec, [&](auto d) {
-          launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTR, decltype(d)::value>(a, stream, pdl);
-        });
-      else  // DecodeKnobs::fc2_dec (probe, session 28): fc1_dec's decode in the 3-stage CTA
-        with_dec<kTR && kFold>(kn.fc2_dec, [&](auto d) {
-          launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTR, decltype(d)::value>(a, stream,
-                                                                                     pdl);
-        });
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTR>(a, stream, pdl);
+      else
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTR>(a, stream, pdl);
       return;
     }
   }

@@ -906,36 +906,6 @@ void expect_probe_bit_equal(const Problem& P, const Knobs& knobs,
   check_against_reference(Q, G.as_float(out), 0.9999);
 }
 
-TEST(MoeGpu, DecodeStreamDecodeShiftsOnAluPipe) {
-  B12X_REQUIRE_GPU();
-  // The FP4 decode with both left shifts on the ALU pipe (=12) in the last-warp two-group FC1
-  // (DecodeKnobs::fc1_dec, B12X_MOE_FC1_DEC read by plan) and in the 3-stage 32-row FC2 with
-  // contiguous and K-interleaved warp chunks (B12X_MOE_FC2_DEC): the same operand bits, so the
-  // outputs equal the default's. Two FC1 groups forced as in the test above; nvfp4 SiLU and BF16
-  // w4a16, and one graph replay with new routes (nvfp4, both kernels' forms).
-  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
-                       Activation::kSilu};
-  const Knobs two{{"B12X_MOE_FC1_KG", "2"},    {"B12X_MOE_FC1_GROUPS", "2"},
-                  {"B12X_MOE_FC1_BAL", "0"},   {"B12X_MOE_FC1_WIDE", "0"},
-                  {"B12X_MOE_FC2_ROWS", "32"}, {"B12X_MOE_FC2_STAGES", "3"}};
-  for (const Fp4Variant& v : {kNvfp4Silu, a16}) {
-    Problem P;
-    P.make(fp4_variant_case(v, 16, 2048, 256, 8, 8, 1));
-    SCOPED_TRACE(P.c.name());
-    const bool nv = v.m == QuantMode::kNvfp4;
-    expect_probe_bit_equal(P, two, {"B12X_MOE_FC1_DEC", "12"}, "FC1 decode shifts on the ALU pipe",
-                           false);
-    Knobs f2 = two;
-    f2.push_back({"B12X_MOE_FC2_KIL", "0"});
-    expect_probe_bit_equal(P, f2, {"B12X_MOE_FC2_DEC", "12"}, "FC2 decode shifts on the ALU pipe",
-                           false);
-    f2.back().second = "1";
-    if (nv) f2.push_back({"B12X_MOE_FC1_DEC", "12"});  // base: FC1's form checked above
-    expect_probe_bit_equal(P, f2, {"B12X_MOE_FC2_DEC", "12"},
-                           "K-interleaved FC2 decode shifts on the ALU pipe", nv);
-  }
-}
-
 TEST(MoeGpu, DecodeStreamQLeanReplays) {
   B12X_REQUIRE_GPU();
   // [Q]'s generic instance where the lean one is the default (B12X_MOE_Q_LEAN=0) against it,

@@ -506,25 +506,7 @@ __device__ __forceinline__ uint32_t mul2_half(uint32_t a, uint32_t b) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-/// fmt::fp4_lin_bits<false, P> (BF16) with kDec's left shifts on the ALU pipe (SHF.L.W from a
-/// PTX funnel shift) where ptxas issues IMAD.SHL (FMA pipe): bit 4 pair 1's w << 6, bit 8 pair
-/// 3's w << 2. Round 105 moved the other way (pair 2's rotation as IMAD.WIDE, pair 3's >> 6 as
-/// IMAD.HI: 16 or 32 of ~150 ALU instructions per sub-chunk onto the FMA pipe) and lost on every
-/// row (1.005-1.077x): with the FMA pipe that loaded, the reverse move is the open question.
-/// Same bits.
-template <int kDec, int P>
-__device__ __forceinline__ uint32_t fp4x2_bf16_dec(uint32_t w) {
-  constexpr uint32_t kT = 0x81C081C0u;
-  if constexpr ((P == 1 && (kDec & 4) != 0) || (P == 3 && (kDec & 8) != 0)) {
-    uint32_t x;  // w << (P == 1 ? 6 : 2): the high word of (w : 0) << n
-    asm("shf.l.wrap.b32 %0, %1, %2, %3;" : "=r"(x) : "r"(0u), "r"(w), "n"(P == 1 ? 6 : 2));
-    return P == 1 ? x & kT : (x & 0x80C080C0u) | ((w >> 6) & 0x01000100u);
-  } else {
-    return layout::fp4x2_bf16_bits<P>(w);
-  }
-}
-
-template <typename OpT, bool kFold, int kSK, int kM, int kDec = 0>
+template <typename OpT, bool kFold, int kSK, int kM>
 __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4], int g, int t) {
   constexpr int kRows = 16 * kM, kT = DecodeCfg::kTileTokens;
   constexpr bool kOne = kOneMulFold<OpT, kFold, kSK>;
@@ -550,8 +532,8 @@ __device__ __forceinline__ void stage_mma(const uint8_t* st, float (&acc)[kM][4]
                                           0x4040u | (((J + 1) % 4) << 8) | (J % 4));      \
           sp[i] = sb * 16u + 0x75807580u; /* e5m3_bf16x2_2p118, steps J and J + 1 */      \
         }                                                                                 \
-        lo = mul2_half<J % 2>(fp4x2_bf16_dec<kDec, 2 * (J % 2)>(w), sp[i]);               \
-        hi = mul2_half<J % 2>(fp4x2_bf16_dec<kDec, 2 * (J % 2) + 1>(w), sp[i]);           \
+        lo = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2)>(w), sp[i]);            \
+        hi = mul2_half<J % 2>(layout::fp4x2_bf16_bits<2 * (J % 2) + 1>(w), sp[i]);        \
         s[i] = 0.f;                                                                       \
       } else {                                                                            \
         f[i].template decode<J>(lo, hi, nullptr, t);                                      \
@@ -760,7 +742,7 @@ __device__ __forceinline__ void group_sync(int id) {
 // kTR: the chunk-tile refills of WarpStage::issue (launch_gemms: BF16 operands, UE4M3 scales).
 template <typename OpT, bool kFold, int kSK, int kWM, int kG, int kNW = DecodeCfg::kFc1Warps,
           bool kBal = false, int kRC = detail::kMaxInlineRoutes, bool kLast = false,
-          bool kTR = false, int kDec = 0>
+          bool kTR = false>
 __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold ? 3 : 2) : 2)
     moe_decode_fc1_kernel(const DecodeArgs a) {
   using C = DecodeCfg;
@@ -949,7 +931,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
       cp_async_wait<kS - 1>();
       __syncwarp();
       const int slot = c % kS;
-      stage_mma<OpT, kFold, kSK, 2, kDec>(ring + slot * C::kFc1Stage, acc, g, t);
+      stage_mma<OpT, kFold, kSK, 2>(ring + slot * C::kFc1Stage, acc, g, t);
       __syncwarp();  // every lane is done reading the slot before it is refilled
       if (c + kS < n_my) {
         issue(slot, nsrc, ni, true, true);
@@ -1155,7 +1137,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // kKil: the K-interleaved warp chunks of DecodeArgs::fc2_kil (8 warps x 3 stages, narrow
 // routing; a template constant, so the contiguous ranges' code is unchanged).
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
-          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kTR = false, int kDec = 0>
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kTR = false>
 __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
@@ -1295,7 +1277,7 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     __syncwarp();
     const int slot = ring_slot;
     ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
-    stage_mma<OpT, kFold, kSK, kM, kDec>(ring + slot * kStage, acc, g, t);
+    stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t);
     __syncwarp();
     if (c + kS < n_my) {
       issue(slot, nsrc, ni.k, true, true);
