@@ -1880,17 +1880,6 @@ TEST(GemmGpu, DecodeStreamHalf) {
     expect_stream_launch({LinearFormat::kMxfp4, 1, 4096, 7168, DType::kBF16, DType::kBF16, false},
                          false, true);
   }
-  {
-    // kLean's 3-CTA blocks (NVFP4 W4A16 192 / W4A4 232, 6144x4096's plans).
-    ScopedEnv eo3("B12X_GEMM_STREAM_OCC", "3"), ej("B12X_GEMM_STREAM_JIT", "4");
-    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4}) {
-      const int64_t N = (k % 2) ? 72 : 200, K = (k % 2) ? 4096 : 1312;
-      EXPECT_NE(plan_m1(f, N, K).decode_stream_var & gemm::lin::kStreamVarRf, 0) << k;
-      expect_stream_launch({f, 1, N, K, DType::kBF16, DType::kBF16, (k % 2) == 0}, k % 2 == 1,
-                           false);
-      ++k;
-    }
-  }
   MxCodeTweak tw(136);
   expect_stream_launch({LinearFormat::kMxfp4, 1, 200, 7168, DType::kBF16, DType::kBF16, true}, true,
                        false);
