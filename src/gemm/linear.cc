@@ -282,6 +282,9 @@ int64_t s16_min_m(const Plan& p) {
 /// Session 17: MXFP8 from M = 1 (round 64, us, M = 1, decode kernel -> block kernel: 4096x4096
 /// 11.06 -> 9.37, 14336x4096 25.70 -> 21.97; the block kernel's M = 2 at 4096x14336 / 6144x4096 /
 /// 2048x7168 22.91 / 13.13 / 9.57 against the decode kernel's M = 1 30.06 / 13.22 / 11.10).
+/// Session 28: MXFP8's M = 1 on the decode kernel (kDiag + kSRing) where a CTA quantizes at most
+/// this many 256-K slices of its row (Plan::decode_mx_diag).
+constexpr int64_t kMxDiagMaxSlices = 16;
 constexpr int f8_block_min_m(WFmt wf) {
   return wf == WFmt::kFp8Mx ? 1 : wf == WFmt::kFp8Block ? 3 : 4;
 }
@@ -1626,19 +1629,41 @@ Plan plan(const Caps& caps) {
   // B12X_GEMM_DECODE_F8MMA=0|1 forces one kind for every M.
   if (lin::wtraits(wf).fp8mma) {
     // MXFP8 plans of capacity 1 too: their M = 1 runs take the block kernel (f8_block_min_m),
-    // whose SM90 default is the f16 one (the decode kernel keeps decode_fp8_mma_m1).
+    // whose SM90 default is the f16 one (the decode kernel keeps decode_fp8_mma_m1, but for
+    // session 28's kDiag below).
     p.decode_fp8_mma = sm90 && (M >= 2 || f8_block_min_m(wf) == 1) ? 1 : 0;
     p.decode_fp8_mma_m1 = 0;
     if (const char* e = std::getenv("B12X_GEMM_DECODE_F8MMA"); e != nullptr)
       p.decode_fp8_mma = p.decode_fp8_mma_m1 = e[0] == '1' ? 1 : 0;
-    // Session 28 probe: MXFP8's M = 1 runs on the decode kernel with the slice's 8 E8M0 groups
-    // on the MMA's 8 columns (kDiag), where the decode kernel takes them
-    // (B12X_GEMM_STREAM16_F8_MINM=2).
+    // Session 28: MXFP8 plans of capacity 1 (BF16 activations, SM90) run M = 1 on the decode
+    // kernel with the slice's 8 E8M0 groups on the MMA's 8 columns (kDiag, f16 MMAs) and the
+    // weight scales in the ring (kSRing) instead of the block kernel, where the decode grid has
+    // no K split and a CTA quantizes at most kMxDiagMaxSlices slices of its row. H200, us over
+    // 4096x4096 / 6144x4096 / 2048x7168 / 4096x14336 / 14336x4096, block kernel + reduce ->
+    // kDiag (f16) -> kDiag + kSRing: round 105 9.11 / 11.63 / 9.07 / 20.74 / 18.83 -> 7.77 / 9.43
+    // / 9.15 / 23.27 / 18.96 (kDiag on e4m3 MMAs 8.25 / 9.73 / 9.46 / 23.82 / 19.30); round 106
+    // 8.99, 8.97 / 11.62, 11.70 / 9.11, 9.07 / 20.67, 20.78 / 18.77, 18.80 -> 7.29 / 9.22 / 8.91 /
+    // 22.50 / 18.64 -> 6.80, 7.20 / 8.77, 8.76 / 12.13, 12.16 / 21.81, 21.79 / 17.74, 17.70 (the
+    // rule takes the three K = 4096 shapes; 2048x7168 has a cluster split of 3, 4096x14336 56
+    // slices quantized per CTA). B12X_GEMM_DECODE_MXDIAG=0 turns it off, =1 forces it on any
+    // plan whose M = 1 runs take the decode kernel (B12X_GEMM_STREAM16_F8_MINM=2 for larger
+    // capacities).
     const char* dg = std::getenv("B12X_GEMM_DECODE_MXDIAG");
-    p.decode_mx_diag = wf == lin::WFmt::kFp8Mx && dg != nullptr && dg[0] == '1';
-    // Session 28 probe: the weight scales of a slice in the ring with its values.
+    const bool mx_rule = sm90 && wf == lin::WFmt::kFp8Mx && M == 1 && decode_plan &&
+                         caps.act_dtype == DType::kBF16 && split == 1 && slices <= kMxDiagMaxSlices;
+    p.decode_mx_diag = wf == lin::WFmt::kFp8Mx && (dg != nullptr ? dg[0] == '1' : mx_rule);
+    if (p.decode_mx_diag && dg == nullptr && std::getenv("B12X_GEMM_DECODE_F8MMA") == nullptr)
+      p.decode_fp8_mma_m1 = 1;
+    // The weight scales of a slice in the ring with its values (kSRing): block FP8 plans of
+    // capacity 1 on SM90 and MXFP8 with kDiag. Round 106 (block FP8, M = 1, default -> kSRing,
+    // two interleaved runs each): 6.65, 6.54 / 8.55, 8.57 / 7.37, 7.55 / 19.76, 19.87 / 17.29,
+    // 17.30 -> 6.60, 6.47 / 8.09, 8.04 / 6.71, 6.71 / 19.21, 19.18 / 16.65, 16.63.
+    // B12X_GEMM_DECODE_SRING=0|1 overrides.
     const char* sr = std::getenv("B12X_GEMM_DECODE_SRING");
-    p.decode_sring = wf != lin::WFmt::kFp8 && sr != nullptr && sr[0] == '1';
+    p.decode_sring =
+        wf != lin::WFmt::kFp8 &&
+        (sr != nullptr ? sr[0] == '1'
+                       : sm90 && M == 1 && (p.decode_mx_diag || wf == lin::WFmt::kFp8Block));
   }
   // The M = 1 stream kernel, for a run whose bound M is 1.
   bool stream_trig_m1 = false;  // the M = 1 stream kernel's grid fills >= 80 % of its slots
@@ -2018,8 +2043,11 @@ Plan plan(const Caps& caps) {
   // 4096x14336 M = 2, decode kernel -> block kernel 23.48 -> 20.63 us (round 65: the decode
   // kernel's M = 2 23.23 on 4 warps per tile, 23.47 on one; the block kernel's M = 3 19.55).
   const bool f8_block_deep_k = wf == lin::WFmt::kFp8Block && geo.K >= 3 * geo.N;
-  const int64_t f8_cap_min =
-      f8_min_m > 0 ? f8_min_m : f8_block_min_m(wf) - (f8_block_deep_k ? 1 : 0);
+  // (Session 28: MXFP8 plans of capacity 1 with kDiag keep their M = 1 run on the decode kernel.)
+  const int64_t f8_cap_min = f8_min_m > 0 ? f8_min_m
+                             : p.decode_mx_diag && M == 1
+                                 ? 2
+                                 : f8_block_min_m(wf) - (f8_block_deep_k ? 1 : 0);
   // Session 21: NVFP4 W4A4, MXFP4 W4A4 and MXFP4 W4A16 from M = 2 (before: the 4-row stream
   // kernel, NVFP4 only, or the decode kernel, both on the pre-pass's BF16 for W4A4); NVFP4 W4A16
   // keeps the 4-row kernel (round 78, block kernel at M = 2: 7.56 / 15.01 / 15.61 / 9.38 / 8.41

@@ -44,16 +44,11 @@ DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma, int nt) {
 }
 
 DecodeFn pick_decode_fp8_var(WFmt f, int ws, int deep, int mma, int var) {
-  // Session 28 probes: var 1 kDiag / 3 kDiag + kSRing (MXFP8, f16 MMAs), var 2 kSRing (block
-  // FP8, e4m3 MMAs); ws 4 deep 0 / 1 and ws 1.
+  // Session 28 (SM90 defaults at M = 1): var 3 kDiag + kSRing (MXFP8, f16 MMAs), var 2 kSRing
+  // (block FP8, e4m3 MMAs); ws 4 deep 0 / 1 and ws 1.
   using B = Bf16Tag;
   constexpr WFmt X = WFmt::kFp8Mx, Q = WFmt::kFp8Block;
   const bool d0 = deep == 0, d1 = deep == 1, w4 = ws == 4, w1 = ws <= 1;
-  if (f == X && mma == 1 && var == 1)
-    return w4 && d1   ? &linear_decode_kernel<X, B, 1, 4, false, false, 1, false, 1, false, 1>
-           : w4 && d0 ? &linear_decode_kernel<X, B, 1, 4, false, false, 0, false, 1, false, 1>
-           : w1 && d0 ? &linear_decode_kernel<X, B, 1, 1, false, false, 0, false, 1, false, 1>
-                      : nullptr;
   if (f == X && mma == 1 && var == 3)
     return w4 && d1   ? &linear_decode_kernel<X, B, 1, 4, false, false, 1, false, 1, false, 3>
            : w4 && d0 ? &linear_decode_kernel<X, B, 1, 4, false, false, 0, false, 1, false, 3>

@@ -1321,15 +1321,46 @@ TEST(GemmGpu, DecodeFp8MmaKinds) {
 
 TEST(GemmGpu, DecodeMxfp8Diag) {
   B12X_REQUIRE_GPU();
-  // Session 28: MXFP8 at M = 1 on the decode kernel (B12X_GEMM_STREAM16_F8_MINM=2) with the 8
-  // E8M0 groups of a slice on the MMA's 8 columns (B12X_GEMM_DECODE_MXDIAG=1, kDiag, f16 MMAs),
-  // with and without the weight scales in the ring (B12X_GEMM_DECODE_SRING=1, kSRing; also block
-  // FP8's, e4m3 MMAs): BF16 rows quantized while staged and FP16 rows through the quantizer
-  // launch; a K tail inside a slice (4832; block FP8 4736), a cluster split (N = 72), 4 warps per
-  // tile with the deeper ring (1.5 x SMs tiles on SM90), one warp per tile (4 x SMs CTAs), a
-  // capacity-16 plan's M = 1 run; bias, FP16 out, graph replay.
-  ScopedEnv emin("B12X_GEMM_STREAM16_F8_MINM", "2"), ed("B12X_GEMM_DECODE_MXDIAG", "1");
+  // Session 28: MXFP8 at M = 1 on the decode kernel with the 8 E8M0 groups of a slice on the
+  // MMA's 8 columns (kDiag, f16 MMAs) and the weight scales in the ring (kSRing); block FP8 at
+  // M = 1 with kSRing (e4m3 MMAs). SM90 defaults for plans of capacity 1 (MXFP8: no K split, at
+  // most 16 slices); forced here (B12X_GEMM_STREAM16_F8_MINM=2 B12X_GEMM_DECODE_MXDIAG=1
+  // B12X_GEMM_DECODE_SRING=1) on BF16 rows quantized while staged and FP16 rows through the
+  // quantizer launch; a K tail inside a slice (4832; block FP8 4736), a cluster split (N = 72), 4
+  // warps per tile with the deeper ring (1.5 x SMs tiles on SM90), one warp per tile (4 x SMs
+  // CTAs), a capacity-16 plan's M = 1 run; bias, FP16 out, graph replay.
   const int64_t sms = std::max(device_info(0).sm_count, 1);
+  const bool sm90 = device_info(0).cc_major == 9 && device_info(0).cc_minor == 0;
+  auto plan_of = [&](LinearFormat f, int64_t N, int64_t K) {
+    gemm::Caps caps;
+    caps.format = f;
+    caps.max_tokens = 1;
+    caps.in_features = K;
+    caps.out_features = N;
+    caps.act_dtype = DType::kBF16;
+    caps.out_dtype = DType::kBF16;
+    return gemm::plan(caps);
+  };
+  {
+    // The defaults (SM90): MXFP8 K = 4096 without a K split takes both, K = 14336 neither (the
+    // block kernel); block FP8 kSRing at capacity 1.
+    const gemm::Plan a = plan_of(LinearFormat::kMxfp8, 16 * 2 * sms, 4096);
+    EXPECT_TRUE(a.decode_mx_diag == sm90 && a.decode_sring == sm90) << a.describe();
+    const gemm::Plan b = plan_of(LinearFormat::kMxfp8, 16 * 2 * sms, 14336);
+    EXPECT_TRUE(!b.decode_mx_diag && !b.decode_sring) << b.describe();
+    EXPECT_EQ(plan_of(LinearFormat::kFp8Block, 16 * 2 * sms, 4096).decode_sring, sm90);
+    ScopedEnv off("B12X_GEMM_DECODE_MXDIAG", "0");
+    EXPECT_FALSE(plan_of(LinearFormat::kMxfp8, 16 * 2 * sms, 4096).decode_mx_diag);
+  }
+  // The default plans' runs (SM90: 4 warps per tile with the deeper ring; one warp per tile).
+  for (int64_t N : {24 * sms, 64 * sms}) {
+    run_case({LinearFormat::kMxfp8, 1, N, 2048, DType::kBF16, DType::kBF16, N == 24 * sms},
+             N == 64 * sms);
+    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+    if (sm90) EXPECT_TRUE(l.diag && l.sring && l.mma == 1) << "N = " << N << " ws " << l.ws;
+  }
+  ScopedEnv emin("B12X_GEMM_STREAM16_F8_MINM", "2"), ed("B12X_GEMM_DECODE_MXDIAG", "1"),
+      es("B12X_GEMM_DECODE_SRING", "1");
   struct Run {
     int64_t N, K;
     DType act, out;
@@ -1343,27 +1374,18 @@ TEST(GemmGpu, DecodeMxfp8Diag) {
       {64 * sms, 512, DType::kBF16, DType::kFP16, false, true, 1},
       {72, 1024, DType::kBF16, DType::kBF16, true, false, 16},
   };
-  for (const char* sring : {"0", "1"}) {
-    ScopedEnv es("B12X_GEMM_DECODE_SRING", sring);
-    for (LinearFormat f : {LinearFormat::kMxfp8, LinearFormat::kFp8Block}) {
-      if (f == LinearFormat::kFp8Block && sring[0] == '0') continue;
-      const bool mx = f == LinearFormat::kMxfp8;
-      ScopedEnv em("B12X_GEMM_DECODE_F8MMA", mx ? "1" : "0");
-      for (const Run& r : runs) {
-        Case c{f, 1, r.N, !mx && r.K == 4832 ? 4736 : r.K, r.act, r.out, r.bias};
-        c.max_tokens = r.cap;
-        run_case(c, r.graph);
-        const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
-        EXPECT_TRUE(l.diag == mx && l.sring == (sring[0] == '1') && l.nt == 1 &&
-                    l.mma == (mx ? 1 : 0))
-            << name(c) << " capacity " << r.cap << " SRING " << sring << " ws " << l.ws << " deep "
-            << l.deep;
-      }
+  for (LinearFormat f : {LinearFormat::kMxfp8, LinearFormat::kFp8Block}) {
+    const bool mx = f == LinearFormat::kMxfp8;
+    ScopedEnv em("B12X_GEMM_DECODE_F8MMA", mx ? "1" : "0");
+    for (const Run& r : runs) {
+      Case c{f, 1, r.N, !mx && r.K == 4832 ? 4736 : r.K, r.act, r.out, r.bias};
+      c.max_tokens = r.cap;
+      run_case(c, r.graph);
+      const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+      EXPECT_TRUE(l.diag == mx && l.sring && l.nt == 1 && l.mma == (mx ? 1 : 0))
+          << name(c) << " capacity " << r.cap << " ws " << l.ws << " deep " << l.deep;
     }
   }
-  ScopedEnv eoff("B12X_GEMM_DECODE_MXDIAG", "0");
-  run_case({LinearFormat::kMxfp8, 1, 72, 1024, DType::kBF16, DType::kBF16, false});
-  EXPECT_FALSE(gemm::lin::last_decode_launch().diag);
 }
 
 TEST(GemmGpu, DecodePipelinedStagingWarpSplit) {
@@ -3077,6 +3099,9 @@ TEST(GemmGpu, DecodeStream16Fp8) {
       }
     }
     for (LinearFormat f : {LinearFormat::kFp8Block, LinearFormat::kMxfp8}) {
+      // (Session 28's MXFP8 M = 1 on the decode kernel, kDiag, where a capacity-1 plan has no K
+      // split: off, so that the capacity-1 run below stays the block kernel's.)
+      ScopedEnv emx("B12X_GEMM_DECODE_MXDIAG", "0");
       gemm::Caps cb = caps;
       cb.format = f;
       cb.act_dtype = DType::kBF16;
