@@ -234,12 +234,15 @@ struct Plan {
   /// for MXFP8 at M = 1, session 13).
   int decode_fp8_mma_m1 = 0;
   /// Decode regime, MXFP8 runs at M = 1 (session 28): the 8 E8M0 groups of a K slice on the
-  /// MMA's 8 columns (linear_decode_kernel's kDiag), the scales applied once per slice instead of
-  /// per 32-K atom. B12X_GEMM_DECODE_MXDIAG=1 (probe).
+  /// MMA's 8 columns (linear_decode_kernel's kDiag, f16 MMAs), the scales applied once per slice
+  /// instead of per 32-K atom; such plans run M = 1 on the decode kernel instead of the block
+  /// kernel. SM90 default for plans of capacity 1 with BF16 activations whose decode grid has no
+  /// K split and at most 16 slices (K <= 4096); B12X_GEMM_DECODE_MXDIAG=0|1 overrides.
   bool decode_mx_diag = false;
-  /// Decode regime, block FP8 (and MXFP8 with decode_mx_diag) runs at M = 1 (session 28): the
+  /// Decode regime, M = 1 runs of block FP8 and of MXFP8 with decode_mx_diag (session 28): the
   /// weight scales of each K slice requested by cp.async with its values into the weight ring
-  /// instead of one slice ahead into registers. B12X_GEMM_DECODE_SRING=1 (probe).
+  /// (kSRing) instead of one slice ahead into registers. SM90 default for plans of capacity 1;
+  /// B12X_GEMM_DECODE_SRING=0|1 overrides.
   bool decode_sring = false;
   /// Decode regime at M = 1, NVFP4 weights with BF16 activations (raw, or W4A4's pre-pass): the
   /// persistent streaming kernel (lin::launch_linear_stream) with this many K parts per 16-row

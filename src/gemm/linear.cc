@@ -3281,7 +3281,7 @@ void run(const Binding& b, Stream stream) {
               lin::stage_geom(im.wfmt, p.stage_rows, p.stage_slices).bytes + 16 <=
           lin::kDecodeXshBudget)
     p.decode_xshare = plan.decode_xshare;
-  // Session 28 probes at M = 1 where their instance exists (linear_decode_kernel's kVar): 1
+  // Session 28 at M = 1 where its instance exists (linear_decode_kernel's kVar): 1
   // MXFP8's groups on the MMA's columns, 2 the weight scales in the ring; else without bit 2.
   p.decode_var = 0;
   if (M == 1 && nt == 1 && !p.decode_pipe && !p.decode_half && p.decode_xshare == 0) {

@@ -156,7 +156,7 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
                            p.xs_kind == kXsNone && p.x_vec16 && p.K % 16 == 0 &&
                            p.ldx_bytes % 16 == 0 && p.stage_slices >= p.slices_per_cta),
               "decode shared staging ", xsh, " with ws ", ws, " nt ", nt, " K ", p.K);
-  // kVar (session 28 probes at M = 1): one token row, one token tile, no shared staging.
+  // kVar (session 28, M = 1): one token row, one token tile, no shared staging.
   const int var = p.decode_var;
   B12X_ASSERT(var == 0 || (p.M == 1 && nt == 1 && !xsh && !pipe && !half && !fp16),
               "decode variant ", var, " at M ", p.M, " nt ", nt);

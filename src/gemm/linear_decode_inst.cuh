@@ -118,9 +118,9 @@ DecodeFn pick_decode_fp8(WFmt f, int nt, int ws, bool pipe, bool half, int deep,
 /// warps per tile; f16 MMAs with deep 0 / 1, e4m3 with deep 0; session 26 default: two token tiles,
 /// f16 MMAs, deep 0); nullptr otherwise.
 DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma, int nt = 1);
-/// The session-28 probes' M = 1 instances (kVar of linear_decode_kernel: 1 MXFP8's groups on the
-/// MMA's columns, 2 the weight scales in the ring, 3 both); nullptr where
-/// none exists.
+/// Session 28's M = 1 instances (kVar of linear_decode_kernel: 2 the weight scales in the ring,
+/// block FP8 on e4m3 MMAs; 3 with MXFP8's groups on the MMA's columns, f16 MMAs), at ws 4 deep
+/// 0 / 1 and ws 1; nullptr where none exists.
 DecodeFn pick_decode_fp8_var(WFmt f, int ws, int deep, int mma, int var);
 
 }  // namespace b12x::gemm::lin::decode_inst

@@ -71,7 +71,7 @@ struct LinearParams {
   int64_t decode_ws8_budget;
   // linear_reduce_kernel: trigger the dependent launch right after its wait (Plan::reduce_trig).
   int reduce_trig;
-  // Decode kernel at M = 1 (session 28 probes): linear_decode_kernel's kVar (1 MXFP8's groups on
+  // Decode kernel at M = 1 (session 28): linear_decode_kernel's kVar (1 MXFP8's groups on
   // the MMA's columns, 2 the weight scales in the ring).
   int decode_var;
 };

@@ -241,7 +241,7 @@ __device__ __forceinline__ void xsh_bulk_multicast(uint32_t dst, const void* src
 /// slice leaves group j's partial alone in column j, and the scales are applied once per slice
 /// (4 FFMAs per lane) instead of per atom; the columns are summed across the quad at the end.
 /// At M = 1 the 7 other columns carried copies of the same token before, so no MMA work is added.
-/// kSRing (session 28 probe; block FP8, and MXFP8 with kDiag): the weight scales of a slice ride
+/// kSRing (session 28; block FP8, and MXFP8 with kDiag): the weight scales of a slice ride
 /// in the ring with its values (cp.async of 8 bytes per row, or of the row block's 2 floats, in
 /// the slice's commit group, into static shared memory per warp and stage), so they are requested
 /// kStages - 1 slices ahead like the values instead of one slice ahead into registers, where
@@ -1285,12 +1285,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   if constexpr (kDiag > 0) {
     // The columns (groups) of rows g / g + 8 summed over the quad: token 0's outputs in c0 / c2.
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float s = acc[0][2 * h] + acc[0][2 * h + 1];
-      s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
-      s += __shfl_xor_sync(0xFFFFFFFFu, s, 2);
-      acc[0][2 * h] = s;
-    }
+    for (int h = 0; h < 2; ++h) acc[0][2 * h] = quad_sum(acc[0][2 * h] + acc[0][2 * h + 1]);
   }
   // ---- epilogue: c0 = (row g, tok 2t), c1 = (row g, tok 2t+1), c2/c3 = row g+8
   float mult = p.out_mult;
