@@ -1652,7 +1652,8 @@ Plan plan(const Caps& caps) {
     const bool mx_rule = sm90 && wf == lin::WFmt::kFp8Mx && M == 1 && decode_plan &&
                          caps.act_dtype == DType::kBF16 && split == 1 && slices <= kMxDiagMaxSlices;
     p.decode_mx_diag = wf == lin::WFmt::kFp8Mx && (dg != nullptr ? dg[0] == '1' : mx_rule);
-    if (p.decode_mx_diag && dg == nullptr && std::getenv("B12X_GEMM_DECODE_F8MMA") == nullptr)
+    // (kDiag exists with f16 MMAs only: its M = 1 runs take them unless B12X_GEMM_DECODE_F8MMA=0.)
+    if (p.decode_mx_diag && std::getenv("B12X_GEMM_DECODE_F8MMA") == nullptr)
       p.decode_fp8_mma_m1 = 1;
     // The weight scales of a slice in the ring with its values (kSRing): block FP8 plans of
     // capacity 1 on SM90 and MXFP8 with kDiag. Round 106 (block FP8, M = 1, default -> kSRing,
