@@ -3283,15 +3283,14 @@ void run(const Binding& b, Stream stream) {
           lin::kDecodeXshBudget)
     p.decode_xshare = plan.decode_xshare;
   // Session 28 at M = 1 where its instance exists (linear_decode_kernel's kVar): 1
-  // MXFP8's groups on the MMA's columns, 2 the weight scales in the ring; else without bit 2.
+  // MXFP8's groups on the MMA's columns, 2 the weight scales in the ring (the instances are
+  // 2 and 3 only; elsewhere the run keeps kVar 0).
   p.decode_var = 0;
   if (M == 1 && nt == 1 && !p.decode_pipe && !p.decode_half && p.decode_xshare == 0) {
-    const int dws = std::max(p.decode_ws, 1);
     const int var = (plan.decode_mx_diag ? 1 : 0) | (plan.decode_sring ? 2 : 0);
-    for (int v : {var, var & 1})
-      if (v != 0 && p.decode_var == 0 &&
-          lin::decode_var_available(im.wfmt, fp16, dws, p.decode_deep, p.decode_mma, v))
-        p.decode_var = v;
+    if (var != 0 && lin::decode_var_available(im.wfmt, fp16, std::max(p.decode_ws, 1),
+                                              p.decode_deep, p.decode_mma, var))
+      p.decode_var = var;
   }
   // kLean where the plan asks for it and the instance exists, and where only it exists (8 warps
   // per tile, the FP4 weights' deeper ring and pipelined halves: B12X_GEMM_DECODE_LEAN=0 keeps

@@ -437,7 +437,6 @@ __device__ __forceinline__ uint4 mxfp4x8_bf16(uint32_t w, uint32_t e) {
   return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
-/// E8M0 -> fp32 2^(e-127) (0 -> 2^-127, 255 -> NaN).
 /// The sum of v over the 4 lanes of a quad (the lanes t of an MMA fragment's row), the same
 /// on every lane and in a fixed order.
 __device__ __forceinline__ float quad_sum(float v) {
@@ -445,6 +444,7 @@ __device__ __forceinline__ float quad_sum(float v) {
   return v + __shfl_xor_sync(0xFFFFFFFFu, v, 2);
 }
 
+/// E8M0 -> fp32 2^(e-127) (0 -> 2^-127, 255 -> NaN).
 __device__ __forceinline__ float e8m0_f32(uint32_t e) {
   return e == 0 ? __uint_as_float(0x00400000u)
                 : (e == 255 ? __uint_as_float(0x7FC00000u) : __uint_as_float(e << 23));
