@@ -1718,9 +1718,14 @@ Plan plan(const Caps& caps) {
     const bool stream_want =
         se != nullptr ? se[0] == '1' : (!w4a16 || geo.n16 > sms || M > 1 || tile_per_sm);
     if (stream_ok && stream_want) {
-      const int force_parts = stream_force_parts, per_sm = stream_per_sm;
-      int force_occ = 0;
-      if (const char* e = std::getenv("B12X_GEMM_STREAM_OCC"); e != nullptr)
+      // Session 29 probe (lin::kStreamVarClaim): B12X_GEMM_STREAM_CLAIM=1 runs the 8-part 2-CTA
+      // blocks on every slot with the dynamic group claim, =<n> (> 1) on n CTAs, where the grid
+      // has at least two groups per CTA.
+      const char* ecl = std::getenv("B12X_GEMM_STREAM_CLAIM");
+      const int claim_ctas = ecl != nullptr ? std::max(std::atoi(ecl), 0) : 0;
+      const int force_parts = claim_ctas > 0 ? 8 : stream_force_parts, per_sm = stream_per_sm;
+      int force_occ = claim_ctas > 0 ? 2 : 0;
+      if (const char* e = std::getenv("B12X_GEMM_STREAM_OCC"); e != nullptr && claim_ctas == 0)
         force_occ = std::atoi(e);
       // Scale splats one k16 step per lane, exchanged by shuffles (session 14): round 52, us
       // over 4096x4096 / 14336x4096 / 4096x14336 / 6144x4096 / 2048x7168 (two runs each, the
@@ -1779,6 +1784,8 @@ Plan plan(const Caps& caps) {
         const Choice c2 = choose(2);
         if (c2.cost >= 0 && c2.cost <= c.cost && c2.ctas * 10 >= c2.slots * 8) c = c2, occ = 2;
       }
+      if (claim_ctas > 1 && c.cost >= 0)
+        c.ctas = static_cast<int>(std::min<int64_t>({claim_ctas, c.slots, c.groups}));
       if (c.cost >= 0) {
         p.decode_stream_parts = c.parts;
         p.decode_stream_occ = occ;
@@ -1899,6 +1906,10 @@ Plan plan(const Caps& caps) {
                                  (w4a16 && p.decode_stream_var == 192))) &&
             c.parts == 8 && lin::stream_rf_available(wf, c.parts, occ, p.decode_stream_var))
           p.decode_stream_var |= lin::kStreamVarRf;
+        if (claim_ctas > 0 && occ == 2 && c.parts == 8 && c.groups >= 2 * int64_t{c.ctas} &&
+            p.decode_stream_vp >= 8 &&  // two ring blocks per group (kClaim)
+            lin::stream_claim_available(wf, c.parts, occ, p.decode_stream_var))
+          p.decode_stream_var |= lin::kStreamVarClaim;
         // MXFP4's variant-free instances take fold-free weights only (session 21 removed the
         // fold's, reached by knobs alone): such a plan runs other weights on the decode kernel,
         // as MXFP4 W4A16 (whose variants are fold-free only) does every weight since session 15.

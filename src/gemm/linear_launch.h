@@ -76,6 +76,9 @@ bool stream_half_available(WFmt f, int parts, int occ, int var, bool mx_free);
 /// Session 28 (SM90 default by the plan's kStreamRfRule): the blocks' requests first
 /// (kStreamVarRf) exist for this format, grid and variant.
 bool stream_rf_available(WFmt f, int parts, int occ, int var);
+/// Session 29 probe (B12X_GEMM_STREAM_CLAIM): the dynamic group claim (kStreamVarClaim) exists for
+/// this format, grid and variant.
+bool stream_claim_available(WFmt f, int parts, int occ, int var);
 /// Staging budget at M = 1: what SM12x's 99 KB per block leave beside the static shared memory
 /// (the 1 KB reduction buffer; static_assert in linear_stream.cu) and margin (K up to ~46k).
 inline constexpr int64_t kStreamSmemBudget = 101376 - 8 * 1024;

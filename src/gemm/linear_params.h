@@ -88,6 +88,10 @@ inline constexpr int kStreamVarHalf = 8192;
 /// kStreamRfRule, B12X_GEMM_STREAM_RF=0|1; linear_stream_kernel's kRf): a block's 4 next ring
 /// requests before its activations are stored.
 inline constexpr int kStreamVarRf = 32768;
+/// LinearParams::stream_var bit of the M = 1 stream kernel's dynamic group claim (session 29
+/// probe, B12X_GEMM_STREAM_CLAIM=1|<ctas>; linear_stream_kernel's kClaim): each CTA's groups past
+/// its first two are claimed from a per-instance counter, two groups ahead.
+inline constexpr int kStreamVarClaim = 65536;
 
 /// Activation source kinds of the weight-streaming kernel.
 enum ActSrc : int32_t {

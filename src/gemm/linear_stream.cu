@@ -115,8 +115,32 @@ StreamFn stream_rf_fn(bool mx, int parts, int occ, int base) {
                                    : nullptr;
 }
 
+/// Session 29 probe (kClaim, B12X_GEMM_STREAM_CLAIM): the 8-part 2-CTA blocks with the dynamic
+/// group claim, on the variants the plan's rules give them: NVFP4 W4A16 with the requests first
+/// (RF | 128), NVFP4 W4A4 and fold-free MXFP4 W4A16 with the late requests (4096 | 168 / 128),
+/// fold-free MXFP4 W4A4 (168). Other MXFP4 weights run the plan's variant without the claim
+/// (the same grid, its groups strided).
+StreamFn stream_claim_fn(bool mx, bool mx_free, int parts, int occ, int base) {
+  constexpr int C = kStreamVarClaim, L = kStreamVarLate, R = kStreamVarRf;
+  if (parts != 8 || occ != 2) return nullptr;
+  if (!mx)
+    return base == (R | 128)   ? &linear_stream_kernel<8, 2, 1, false, false, C | R | 128>
+           : base == (L | 168) ? &linear_stream_kernel<8, 2, 1, false, false, C | L | 168>
+                               : nullptr;
+  if (!mx_free) return nullptr;
+  return base == (L | 128) ? &linear_stream_kernel<8, 2, 1, true, true, C | L | 128>
+         : base == 168     ? &linear_stream_kernel<8, 2, 1, true, true, C | 168>
+                           : nullptr;
+}
+
 StreamFn stream_var_fn(WFmt f, int parts, int occ, int var, bool mx_free) {
   const bool mx = f == WFmt::kMxfp4;
+  if (var & kStreamVarClaim) {
+    const int base = var & ~kStreamVarClaim;
+    if (mx && !mx_free && stream_claim_fn(mx, true, parts, occ, base) != nullptr)
+      return stream_var_fn(f, parts, occ, base, mx_free);
+    return stream_claim_fn(mx, mx_free, parts, occ, base);
+  }
   if (var & kStreamVarRf) return stream_rf_fn(mx, parts, occ, var & ~kStreamVarRf);
   if (var & kStreamVarHalf) return stream_half_fn(mx, mx_free, parts, occ, var & ~kStreamVarHalf);
   if (var & kStreamVarLate) {
@@ -394,6 +418,11 @@ bool stream_rf_available(WFmt f, int parts, int occ, int var) {
   return f == WFmt::kNvfp4 && stream_var_fn(f, parts, occ, var | kStreamVarRf, false) != nullptr;
 }
 
+bool stream_claim_available(WFmt f, int parts, int occ, int var) {
+  return (f == WFmt::kNvfp4 || f == WFmt::kMxfp4) &&
+         stream_var_fn(f, parts, occ, var | kStreamVarClaim, true) != nullptr;
+}
+
 bool stream_qs_available(int parts, int occ) {
   return occ == 2 && stream_qs_fn(false, false, parts) != nullptr;
 }
@@ -437,7 +466,8 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
                   smem == (rows == 1 && (p.stream_var & 128)
                                ? kStreamJitBytes
                                : int64_t{parts} * p.stream_vp * 64 * 2 * rows) &&
-                  (split == 1 || p.partial != nullptr),
+                  (split == 1 || p.partial != nullptr) &&
+                  (!(p.stream_var & kStreamVarClaim) || p.stream_vp >= 2 * kStreamDepth),
               "stream kernel: M=", p.M, " rows=", rows, " act=", p.act_kind, " vp=", p.stream_vp,
               " split=", split, " smem=", smem);
   if (smem > 48 * 1024)

@@ -121,6 +121,8 @@ uint8_t random_e4m3(std::mt19937_64& g) {
 
 /// Where set, edits every random weight make_weight returns (a test's own scale ranges).
 std::function<void(LinearFormat, HostWeight&)> g_weight_tweak;
+/// run_case's graph replays (each on a poisoned output; the last one is checked).
+int g_graph_replays = 1;
 
 HostWeight make_weight(LinearFormat f, int64_t N, int64_t K) {
   auto& g = test::rng();
@@ -548,9 +550,11 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
       B12X_TEST_CUDA(cudaMemcpy(a.dxs->ptr, a2.xs.data(), a2.xs.size(), cudaMemcpyHostToDevice));
     // The copies run on the legacy stream, which does not order against `stream` (non-blocking).
     B12X_TEST_CUDA(cudaDeviceSynchronize());
-    out.poison();
-    B12X_TEST_CUDA(cudaGraphLaunch(exec, stream));
-    B12X_TEST_CUDA(cudaStreamSynchronize(stream));
+    for (int r = 0; r < g_graph_replays; ++r) {
+      out.poison();
+      B12X_TEST_CUDA(cudaGraphLaunch(exec, stream));
+      B12X_TEST_CUDA(cudaStreamSynchronize(stream));
+    }
     const auto graph_out = out.download();
     out.poison();
     gemm::run(b, stream);
@@ -1956,6 +1960,51 @@ TEST(GemmGpu, DecodeStreamRf) {
     expect_stream_launch({f, 1, N, K, DType::kBF16, DType::kBF16, (k % 2) == 0}, k % 2 == 1, false);
     ++k;
   }
+}
+
+TEST(GemmGpu, DecodeStreamClaim) {
+  // Session 29 probe (B12X_GEMM_STREAM_CLAIM=<ctas>, var bit 65536): the 8-part 2-CTA blocks
+  // with each CTA's groups past its first two claimed from the instance's counter, on the plans'
+  // variants: NVFP4 W4A16 (RF | 128), NVFP4 W4A4 (late | 168), fold-free MXFP4 W4A16 (late |
+  // 128) and W4A4 (168; a code 136 runs its plan without the claim). 16 CTAs over 63 / 64 groups
+  // (31 / 32 claimed), K = 3040 (vp 8, the last vector past K) / 4832 (vp 12), bias, an FP16
+  // output; every case runs eager, in a graph replayed 12 times and eager again, so a counter
+  // that a call leaves off 0 fails the next call.
+  B12X_REQUIRE_GPU();
+  ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
+      ec("B12X_GEMM_STREAM_CLAIM", "16");
+  const int rf = gemm::lin::kStreamVarRf, late = gemm::lin::kStreamVarLate;
+  // (The late requests' rule wants more CTAs than SMs: forced here.)
+  struct ClaimCase {
+    LinearFormat f;
+    int base;
+    const char *late, *rf;
+  };
+  const ClaimCase cases[] = {{LinearFormat::kNvfp4W4A16, rf | 128, "0", "1"},
+                             {LinearFormat::kNvfp4, late | 168, "1", "0"},
+                             {LinearFormat::kMxfp4W4A16, late | 128, "1", "0"},
+                             {LinearFormat::kMxfp4, 168, "1", "0"}};
+  g_graph_replays = 12;
+  int k = 0;
+  for (const ClaimCase& cc : cases) {
+    const bool mx = cc.f == LinearFormat::kMxfp4W4A16 || cc.f == LinearFormat::kMxfp4;
+    MxCodeTweak tw(0);
+    ScopedEnv el("B12X_GEMM_STREAM_LATE", cc.late), er("B12X_GEMM_STREAM_RF", cc.rf);
+    for (const int64_t K : {3040, 4832}) {
+      const int64_t N = (k % 2) ? 1000 : 1024;
+      const gemm::Plan pl = plan_m1(cc.f, N, K);
+      EXPECT_EQ(pl.decode_stream_var, cc.base | gemm::lin::kStreamVarClaim) << k;
+      EXPECT_EQ(pl.decode_stream_ctas, 16) << k;
+      expect_stream_launch(
+          {cc.f, 1, N, K, DType::kBF16, k == 5 ? DType::kFP16 : DType::kBF16, (k % 2) == 0},
+          /*graph=*/true, mx);
+      ++k;
+    }
+  }
+  MxCodeTweak tw(136);
+  expect_stream_launch({LinearFormat::kMxfp4, 1, 1000, 3040, DType::kBF16, DType::kBF16, true},
+                       true, false);
+  g_graph_replays = 1;
 }
 
 TEST(GemmGpu, DecodeStreamJit) {

@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   static_assert(!kMx || kRows == 1, "MXFP4: M = 1");
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(kVar == 0 || (kRows == 1 && (!kMx || (kVar & ~64 & ~40 & ~128 & ~kStreamVarLate &
-                                                      ~kStreamVarHalf) == 0)),
+                                                      ~kStreamVarHalf & ~kStreamVarClaim) == 0)),
                 "kVar: M = 1; MXFP4 with kQf only");
   // kMxS (session 26, every fold-free MXFP4 instance): each lane builds both atoms' splat pairs
   // of a vector from the scale words by integer arithmetic (one PRMT, a mask and one IMAD per
@@ -203,6 +203,20 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // the ring's first block in flight (round 105, Nsight Compute of 2048x7168: the store the
   // hottest stall, 8.5 % of the samples, long scoreboard).
   constexpr bool kRf = (kVar & kStreamVarRf) != 0;
+  // kClaim (bit 65536, session 29 probe): the CTA's groups past its first two (static: blockIdx.x
+  // and blockIdx.x + gridDim.x) are claimed from a counter, so that CTAs that stream faster (an
+  // SM to themselves: PDL places each call's CTAs where slots free up, so which ones changes
+  // every call) take more groups. Thread 0 claims group ordinal n + 2 at ordinal n's start and
+  // publishes it in shared memory before n's reduction barrier: the claim's round trip overlaps
+  // a whole group, and every warp reads it after that barrier, before its ring requests reach
+  // ordinal n + 2 (one block ahead, during n + 1). The counter is the instance's own (zero at
+  // module load) and wraps by atomicInc at the call's claim count T, so that every call (graph
+  // replays included) starts at 0: each CTA with a second group claims until it draws a value
+  // past the claimed groups (one such each), i.e. T = claimed groups + those CTAs. A call claims
+  // only after griddep_wait, i.e. after the previous call's last claim.
+  constexpr bool kClaim = (kVar & kStreamVarClaim) != 0;
+  static_assert(!kClaim || (kParts > 1 && kRows == 1 && !kHalf),
+                "kClaim: M = 1, the groups' reduction barrier");
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
   // kQf (bit 32, session 20; kQx): the conversion by BF16 pair arithmetic, NVFP4 into activations
@@ -232,6 +246,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   constexpr int kNt = 1;  // n8 token tiles per MMA step (two measured slower for 16 rows)
   extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ float red[kStreamRedBytes<kRows> / 4];
+  __shared__ int64_t s_claim[2];  // kClaim: group ordinal n's index at [n & 1] (n >= 2)
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
@@ -246,6 +261,11 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // (vp is a multiple of kDepth, so a block never straddles two groups and the vectors of a
   // block sit at immediate offsets from wp).
   int64_t igrp = blockIdx.x;
+  int ino = 0;  // kClaim: igrp's ordinal
+  // kClaim: the group of ordinal n >= 1 (ordinal n >= 2 past barrier n - 2; groups: none).
+  auto group_at = [&](int n) -> int64_t {
+    return n == 1 ? int64_t{blockIdx.x} + gridDim.x : s_claim[n & 1];
+  };
   int iv = 0;
   int nvalid = 0;  // vectors of the current block that exist (0 for a group without this tile)
   const uint8_t* wp = nullptr;
@@ -332,7 +352,10 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
     iv += kDepth;
     if (kHalf ? iv >= vp : iv == vp) {
       iv = 0;
-      igrp += gridDim.x;
+      if constexpr (kClaim)
+        igrp = group_at(++ino);
+      else
+        igrp += gridDim.x;
       set_group();
       // This warp's last weight loads are out (igrp only grows): let the next call's CTAs take
       // the slots that free up and request their first weights during this call's tail (their
@@ -489,7 +512,20 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
   uint8_t* const xw = dsm + warp * 512;  // kJit: the warp's block of activations
   int rb = 0;                            // reduction buffer
-  for (int64_t grp = blockIdx.x; grp < groups; grp += gridDim.x) {
+  // kClaim: the claimed groups start at ordinal 2's static index; T claims per call (see kClaim).
+  const int64_t claim0 = 2 * int64_t{gridDim.x};
+  const int64_t claims = max(groups - claim0, int64_t{0}) +
+                         min(int64_t{gridDim.x}, max(groups - gridDim.x, int64_t{0}));
+  static unsigned int claim_ctr;  // kClaim: the instance's counter (see kClaim)
+  int cno = 0;                    // kClaim: grp's ordinal
+  for (int64_t grp = blockIdx.x; grp < groups; grp = kClaim ? group_at(++cno) : grp + gridDim.x) {
+    unsigned int claim = 0;
+    bool claiming = false;
+    if constexpr (kClaim) {
+      // Ordinal cno + 2 exists only behind a group at cno + 1.
+      claiming = threadIdx.x == 0 && group_at(cno + 1) < groups;
+      if (claiming) claim = atomicInc(&claim_ctr, static_cast<unsigned int>(claims - 1));
+    }
     float acc[kNt][kCh][4];
 #pragma unroll
     for (int n = 0; n < kNt; ++n)
@@ -696,6 +732,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
       if (t == 0) {
         red1[rb][warp][g] = r0;
         red1[rb][warp][g + 8] = r1;
+      }
+      if constexpr (kClaim) {
+        if (claiming) s_claim[cno & 1] = min(claim0 + claim, groups);
       }
       // One barrier per group: the next group writes the other buffer, and the group after it
       // writes this one only after every reader here has passed the next group's barrier.
