@@ -74,6 +74,9 @@ struct LinearParams {
   // Decode kernel at M = 1 (session 28): linear_decode_kernel's kVar (1 MXFP8's groups on
   // the MMA's columns, 2 the weight scales in the ring).
   int decode_var;
+  // M <= 16 block kernel's K split summed in the kernel (session 29 probe, lin::kS16VarFx): a
+  // flag word per CTA [gridDim.x][gridDim.y] (scratch after the partials; any bytes), or null.
+  unsigned long long* s16_flags;
 };
 
 /// LinearParams::stream_var bit of the M = 1 stream kernel's late ring requests (session 26; SM90
