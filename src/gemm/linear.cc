@@ -1309,9 +1309,16 @@ Plan plan(const Caps& caps) {
     // turns it off, =2 forces that ring at two token tiles (tests).
     const char* xsh_env = std::getenv("B12X_GEMM_DECODE_XSHARE_SHALLOW");
     const int xs_shallow = nt == 2 && xs16 ? (xsh_env != nullptr ? std::atoi(xsh_env) : 1) : 0;
+    // Session 29 probe: block FP8 / MXFP8 on the same grid, their rows quantized before the
+    // kernel (the quantizer launch, or the caller's e4m3 rows) so that the cluster shares codes;
+    // each CTA loads its rows' group scales. B12X_GEMM_DECODE_XSHARE_Q=1 takes it.
+    const char* xq_env = std::getenv("B12X_GEMM_DECODE_XSHARE_Q");
+    const bool xs_q = (wf == lin::WFmt::kFp8Block || wf == lin::WFmt::kFp8Mx) &&
+                      xq_env != nullptr && xq_env[0] == '1';
     int xs_s = 0, xs_deep = 0;
-    if (f8_sm90 && wf == lin::WFmt::kFp8 && !fp16 && geo.K % 16 == 0 && split_env == nullptr &&
-        ctas_n * 10 < 9 * sms && (M <= 8 || xs16) && xs_stage_ok && xs_force != 0) {
+    if (f8_sm90 && (wf == lin::WFmt::kFp8 || xs_q) && !fp16 && geo.K % 16 == 0 &&
+        split_env == nullptr && ctas_n * 10 < 9 * sms && (M <= 8 || xs16) && xs_stage_ok &&
+        xs_force != 0) {
       // The deeper ring's rule below at the grid's split of 1.
       const int pd = M <= 3 && geo.n16 > sms && geo.n16 <= 2 * sms ? 1 : 0;
       if (xs_force == 2 || xs_force == 4) {
@@ -1567,6 +1574,9 @@ Plan plan(const Caps& caps) {
         !p.decode_half && xs_fits(xs_s, p.decode_deep, xs_force > 0 || xs_min_m == 1)) {
       p.decode_xshare = xs_s;
       p.decode_xshare_min_m = static_cast<int>(xs_force > 0 ? 1 : xs_min_m);
+      // (Block FP8 / MXFP8: from M = 2, where run takes the quantizer launch instead of the
+      // staging's quantization; M = 1 keeps the plan's own route.)
+      if (xs_q) p.decode_xshare_min_m = std::max(p.decode_xshare_min_m, 2);
     }
     // The kernels with the per-slice bookkeeping by running pointers, the halves' staging walk set
     // up once per CTA and conflict-free splat rows (kLean; run takes them where they exist for the
@@ -2915,8 +2925,12 @@ void run(const Binding& b, Stream stream) {
   // BF16 rows; other rows take the quantizer).
   // (Where the FP8 block kernel runs: its own in-kernel quantization, Plan::stream16_qx.)
   const bool f8_block16 = plan.stream16_depth > 0 && M >= plan.stream16_min_m && M <= 16 && !tiled;
+  // (Block FP8 / MXFP8 on the shared staging, Plan::decode_xshare: the quantizer's rows, shared
+  // by the cluster.)
+  const bool xs_quant = plan.decode_xshare > 1 && M >= plan.decode_xshare_min_m && M <= 16 &&
+                        im.wfmt != WFmt::kFp8 && !tiled;
   const bool staged_quant = (f8_block16 ? plan.stream16_qx : plan.decode_act_quant) && !tiled &&
-                            b.x.dtype == DType::kBF16 &&
+                            !xs_quant && b.x.dtype == DType::kBF16 &&
                             reinterpret_cast<uintptr_t>(b.x.data) % 16 == 0 &&
                             b.x.stride[0] % 8 == 0;
   if (format_raw_activations(f)) {
@@ -3269,7 +3283,8 @@ void run(const Binding& b, Stream stream) {
   const bool xs_run =
       plan.decode_xshare > 1 && M >= plan.decode_xshare_min_m && nt <= 2 && p.decode_ws == 4 &&
       !plan.decode_pipe && !p.decode_half && p.split == 1 && p.act_kind == lin::kActFp8 &&
-      p.xs_kind == lin::kXsNone && p.x_vec16 && geo.K % 16 == 0 && p.ldx_bytes % 16 == 0 &&
+      (p.xs_kind == lin::kXsNone) == (im.wfmt == WFmt::kFp8) && p.x_vec16 && geo.K % 16 == 0 &&
+      p.ldx_bytes % 16 == 0 &&
       lin::decode_xshare_available(im.wfmt, fp16, 0,
                                    M >= 2 ? plan.decode_fp8_mma : plan.decode_fp8_mma_m1, nt) &&
       lin::decode_ring_bytes_deep(im.wfmt, 0) +

@@ -151,11 +151,12 @@ void launch_linear_decode(WFmt f, bool fp16, int nt, const LinearParams& p, Stre
   // K range is one bulk copy per row and rank (16-byte aligned pieces); its staging within
   // kDecodeXshBudget (SM90 only).
   const int xsh = p.decode_xshare > 1 ? p.decode_xshare : 0;
-  B12X_ASSERT(xsh == 0 || ((xsh == 2 || xsh == 4) && ws == 4 && nt <= 2 && !pipe && !half &&
-                           !fp16 && p.cluster_split <= 1 && p.act_kind == kActFp8 &&
-                           p.xs_kind == kXsNone && p.x_vec16 && p.K % 16 == 0 &&
-                           p.ldx_bytes % 16 == 0 && p.stage_slices >= p.slices_per_cta),
-              "decode shared staging ", xsh, " with ws ", ws, " nt ", nt, " K ", p.K);
+  B12X_ASSERT(
+      xsh == 0 || ((xsh == 2 || xsh == 4) && ws == 4 && nt <= 2 && !pipe && !half && !fp16 &&
+                   p.cluster_split <= 1 && p.act_kind == kActFp8 &&
+                   (p.xs_kind == kXsNone) == (f == WFmt::kFp8) && p.x_vec16 && p.K % 16 == 0 &&
+                   p.ldx_bytes % 16 == 0 && p.stage_slices >= p.slices_per_cta),
+      "decode shared staging ", xsh, " with ws ", ws, " nt ", nt, " K ", p.K);
   // kVar (session 28, M = 1): one token row, one token tile, no shared staging.
   const int var = p.decode_var;
   B12X_ASSERT(var == 0 || (p.M == 1 && nt == 1 && !xsh && !pipe && !half && !fp16),

@@ -1175,6 +1175,47 @@ TEST(GemmGpu, DecodeFp8Xshare) {
   }
 }
 
+TEST(GemmGpu, DecodeFp8XshareQuant) {
+  B12X_REQUIRE_GPU();
+  // Session 29 probe (B12X_GEMM_DECODE_XSHARE_Q=1): block FP8 / MXFP8 on the shared staging, the
+  // rows quantized before the kernel (the quantizer launch; block FP8's caller e4m3 rows too),
+  // each CTA loading its rows' group scales. Forced S = 4 / 2 (the decode kernel to M = 8) at
+  // M = 2..16 with K tails inside a slice (1152 / 1312 / 2080), N off the CTA (200 / 72 / 136),
+  // bias, FP16 out, graph replays; two token tiles on the default and the 2-slice ring.
+  if (!(device_info(0).cc_major == 9 && device_info(0).cc_minor == 0))
+    GTEST_SKIP() << "the shared staging is SM90's (multicast bulk copies)";
+  ScopedEnv eq("B12X_GEMM_DECODE_XSHARE_Q", "1"), ew("B12X_GEMM_DECODE_WS_M", "8"),
+      ef8("B12X_GEMM_STREAM16_F8", "0");
+  struct Run {
+    LinearFormat f;
+    int64_t M, N, K;
+    DType out;
+    bool bias, graph, callerq;
+    const char *xshare, *shallow;
+  };
+  const Run runs[] = {
+      {LinearFormat::kFp8Block, 2, 200, 1152, DType::kBF16, true, false, false, "4", "1"},
+      {LinearFormat::kFp8Block, 4, 136, 2048, DType::kFP16, false, true, false, "2", "1"},
+      {LinearFormat::kFp8Block, 5, 72, 1280, DType::kBF16, true, true, true, "4", "1"},
+      {LinearFormat::kFp8Block, 16, 200, 1152, DType::kBF16, false, true, false, "2", "1"},
+      {LinearFormat::kFp8Block, 13, 72, 2048, DType::kFP16, true, false, true, "4", "2"},
+      {LinearFormat::kMxfp8, 4, 200, 1312, DType::kBF16, true, true, false, "4", "1"},
+      {LinearFormat::kMxfp8, 3, 136, 2080, DType::kFP16, false, false, false, "2", "1"},
+  };
+  for (const Run& r : runs) {
+    ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", r.xshare),
+        esh("B12X_GEMM_DECODE_XSHARE_SHALLOW", r.shallow);
+    Case c{r.f, r.M, r.N, r.K, DType::kBF16, r.out, r.bias};
+    c.caller_quant = r.callerq;
+    run_case(c, r.graph);
+    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+    const int nt = r.M > 8 ? 2 : 1;
+    EXPECT_TRUE(l.ws == 4 && l.nt == nt && l.mma == 1 && l.xshare == std::atoi(r.xshare) &&
+                l.deep == (r.shallow[0] == '2' ? -1 : 0))
+        << name(c) << " xshare " << l.xshare << " nt " << l.nt << " deep " << l.deep;
+  }
+}
+
 TEST(GemmGpu, DecodeSliceHalvesFp8) {
   B12X_REQUIRE_GPU();
   // One warp per tile throughout: the halves' rules (N = 72 and n_for_split(4) would take 2 warps

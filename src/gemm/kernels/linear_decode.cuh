@@ -233,7 +233,10 @@ __device__ __forceinline__ void xsh_bulk_multicast(uint32_t dst, const void* src
 /// rows) share one read of their staged activations: each CTA requests 1 / S of every staged
 /// row's bytes by bulk copies multicast into all S CTAs (see xsh_bulk_multicast), so at M = 4 a
 /// CTA requests M = 1's bytes and the grid's L2 reads of the activations drop S-fold, while every
-/// CTA keeps M = 1's schedule (the whole K staged at once, 4 warps per tile).
+/// CTA keeps M = 1's schedule (the whole K staged at once, 4 warps per tile). Session 29: block
+/// FP8 / MXFP8 too, on e4m3 rows quantized before the kernel (the quantizer launch, or the
+/// caller's): the codes are shared like per-tensor's, each CTA loads its rows' group scales
+/// itself (the in-kernel quantization would repeat in every CTA of a cluster: session 26).
 /// kDiag (session 28; MXFP8 at M = 1, one token tile, BF16 activations quantized or e4m3 with E8M0
 /// group scales): the 8 atoms of a slice (8 E8M0 groups of both operands) go to the 8 columns of
 /// the MMA's N side: atom a multiplies a B fragment whose column a holds the token's 32 values and
@@ -279,17 +282,17 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   constexpr int kGroupsPerSlice = kGroup ? kKS / kGroup : 1;
   constexpr bool kF8 = kTr.fp8mma;  // e4m3 activations staged as bytes, FP8 MMAs
   static_assert(kMma == 0 || (kMma == 1 && kF8), "f16 MMAs: the FP8 weight formats");
-  static_assert(!kXsh || (F == WFmt::kFp8 && kWS == 4 && !kPipe && !kHalf && NT <= 2),
-                "shared staging: per-tensor FP8 weights on the 4-warp grid");
+  static_assert(!kXsh || ((F == WFmt::kFp8 || F == WFmt::kFp8Block || F == WFmt::kFp8Mx) &&
+                          kWS == 4 && !kPipe && !kHalf && NT <= 2),
+                "shared staging: FP8 weights on the 4-warp grid");
   constexpr bool kF16 = kMma == 1;
   constexpr int kDiag = (kVar & 1) ? 8 : 0;
   constexpr bool kSRing = (kVar & 2) != 0;
   static_assert(kDiag == 0 || (F == WFmt::kFp8Mx && NT == 1 && !kPipe && !kHalf && !kXsh &&
                                !T::kFp16 && kF16),
                 "diagonal groups: MXFP8 at one token tile, f16 MMAs");
-  static_assert(
-      !kSRing || ((F == WFmt::kFp8Block || kDiag > 0) && !kPipe && !kHalf && !kXsh && !kLean),
-      "scales in the ring: block FP8, MXFP8 with kDiag");
+  static_assert(!kSRing || ((F == WFmt::kFp8Block || kDiag > 0) && !kPipe && !kHalf && !kLean),
+                "scales in the ring: block FP8, MXFP8 with kDiag");
 
   extern __shared__ __align__(16) uint8_t dsm[];
   __shared__ uint32_t lut[F == WFmt::kNvfp4 ? 128 : 1];
@@ -649,6 +652,23 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
     }
   };
 
+  // The activation group scales of slices [c0, c1) of the valid token rows into xsc (fp32; zero
+  // past K), from the quantizer's (or the caller's) rows.
+  auto stage_scales = [&](int64_t c0, int64_t c1) {
+    if constexpr (kGroup > 0) {
+      if (p.xs_kind != kXsNone) {
+        const int64_t kbase = c0 * kKS;
+        const int gpr = static_cast<int>((c1 - c0) * kGroupsPerSlice);
+        for (int c = threadIdx.x; c < rows * gpr; c += kThreads) {
+          const int r = c / gpr, j = c % gpr;
+          const int64_t tok = tok0 + r;
+          const int64_t gj = kbase / kGroup + j;
+          xsc[r * sg.groups + j] = (gj * kGroup < p.K) ? act_group_scale(p, tok, gj) : 0.f;
+        }
+      }
+    }
+  };
+
   // Stage slices [c0, c1) of the valid token rows. Loads go out in batches of 8 per thread
   // before any shared store, so a chunk costs about one L2 round trip, not one per element.
   auto stage = [&](int64_t c0, int64_t c1) {
@@ -728,17 +748,7 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
         }
       }
     }
-    if constexpr (kGroup > 0) {
-      if (p.xs_kind != kXsNone) {
-        const int gpr = static_cast<int>((c1 - c0) * kGroupsPerSlice);
-        for (int c = threadIdx.x; c < rows * gpr; c += kThreads) {
-          const int r = c / gpr, j = c % gpr;
-          const int64_t tok = tok0 + r;
-          const int64_t gj = kbase / kGroup + j;
-          xsc[r * sg.groups + j] = (gj * kGroup < p.K) ? act_group_scale(p, tok, gj) : 0.f;
-        }
-      }
-    }
+    stage_scales(c0, c1);
   };
 
   // GGML formats take BF16 / FP16 activations only (no activation group scales): constant false
@@ -1071,6 +1081,9 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       for (int i = threadIdx.x; i < rows * tail; i += kThreads)
         *reinterpret_cast<uint4*>(xs + (i / tail) * sg.pitch_bytes + xvb + (i % tail) * 16) =
             make_uint4(0, 0, 0, 0);
+      // Block FP8 / MXFP8 (session 29): the rows' group scales, per CTA (4 bytes per row and
+      // 128 / 32 K: no sharing needed), while the multicasts land.
+      stage_scales(c_begin, c_end);
       xsh_bar_wait(xbar);
     } else {
       if (c_begin < c_end) stage(c_begin, c_end);
