@@ -1731,7 +1731,7 @@ Plan plan(const Caps& caps) {
     if (stream_ok && stream_want) {
       // Session 29 probe (lin::kStreamVarClaim): B12X_GEMM_STREAM_CLAIM=1 runs the 8-part 2-CTA
       // blocks on every slot with the dynamic group claim, =<n> (> 1) on n CTAs, where the grid
-      // has at least two groups per CTA.
+      // has at least two groups per CTA and parts of at least 8 vectors.
       const char* ecl = std::getenv("B12X_GEMM_STREAM_CLAIM");
       const int claim_ctas = ecl != nullptr ? std::max(std::atoi(ecl), 0) : 0;
       const int force_parts = claim_ctas > 0 ? 8 : stream_force_parts, per_sm = stream_per_sm;
@@ -1917,6 +1917,13 @@ Plan plan(const Caps& caps) {
                                  (w4a16 && p.decode_stream_var == 192))) &&
             c.parts == 8 && lin::stream_rf_available(wf, c.parts, occ, p.decode_stream_var))
           p.decode_stream_var |= lin::kStreamVarRf;
+        // B12X_GEMM_STREAM_CLAIM_ST=1: W4A16 on the CTA's staging of the whole K (var 0).
+        if (const char* e = std::getenv("B12X_GEMM_STREAM_CLAIM_ST");
+            claim_ctas > 0 && w4a16 && e != nullptr && e[0] == '1' &&
+            lin::stream_claim_available(wf, c.parts, occ, 0)) {
+          p.decode_stream_var = 0;
+          p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
+        }
         if (claim_ctas > 0 && occ == 2 && c.parts == 8 && c.groups >= 2 * int64_t{c.ctas} &&
             p.decode_stream_vp >= 8 &&  // two ring blocks per group (kClaim)
             lin::stream_claim_available(wf, c.parts, occ, p.decode_stream_var))

@@ -118,18 +118,21 @@ StreamFn stream_rf_fn(bool mx, int parts, int occ, int base) {
 /// Session 29 probe (kClaim, B12X_GEMM_STREAM_CLAIM): the 8-part 2-CTA blocks with the dynamic
 /// group claim, on the variants the plan's rules give them: NVFP4 W4A16 with the requests first
 /// (RF | 128), NVFP4 W4A4 and fold-free MXFP4 W4A16 with the late requests (4096 | 168 / 128),
-/// fold-free MXFP4 W4A4 (168). Other MXFP4 weights run the plan's variant without the claim
-/// (the same grid, its groups strided).
+/// fold-free MXFP4 W4A4 (168); and W4A16 on the CTA's staging of the whole K (0: reused by every
+/// group, B12X_GEMM_STREAM_CLAIM_ST=1). Other MXFP4 weights run the plan's variant without the
+/// claim (the same grid, its groups strided).
 StreamFn stream_claim_fn(bool mx, bool mx_free, int parts, int occ, int base) {
   constexpr int C = kStreamVarClaim, L = kStreamVarLate, R = kStreamVarRf;
   if (parts != 8 || occ != 2) return nullptr;
   if (!mx)
     return base == (R | 128)   ? &linear_stream_kernel<8, 2, 1, false, false, C | R | 128>
            : base == (L | 168) ? &linear_stream_kernel<8, 2, 1, false, false, C | L | 168>
+           : base == 0         ? &linear_stream_kernel<8, 2, 1, false, false, C>
                                : nullptr;
   if (!mx_free) return nullptr;
   return base == (L | 128) ? &linear_stream_kernel<8, 2, 1, true, true, C | L | 128>
          : base == 168     ? &linear_stream_kernel<8, 2, 1, true, true, C | 168>
+         : base == 0       ? &linear_stream_kernel<8, 2, 1, true, true, C>
                            : nullptr;
 }
 

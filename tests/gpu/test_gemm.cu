@@ -2062,6 +2062,17 @@ TEST(GemmGpu, DecodeStreamClaim) {
       ++k;
     }
   }
+  {
+    // W4A16 on the CTA's staging of the whole K (B12X_GEMM_STREAM_CLAIM_ST=1, var 0).
+    ScopedEnv est("B12X_GEMM_STREAM_CLAIM_ST", "1");
+    MxCodeTweak tw(0);
+    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kMxfp4W4A16}) {
+      const bool mx = f == LinearFormat::kMxfp4W4A16;
+      const int64_t N = mx ? 1000 : 1024, K = mx ? 4832 : 3040;
+      EXPECT_EQ(plan_m1(f, N, K).decode_stream_var, gemm::lin::kStreamVarClaim) << mx;
+      expect_stream_launch({f, 1, N, K, DType::kBF16, DType::kBF16, !mx}, true, mx);
+    }
+  }
   MxCodeTweak tw(136);
   expect_stream_launch({LinearFormat::kMxfp4, 1, 1000, 3040, DType::kBF16, DType::kBF16, true},
                        true, false);
