@@ -123,6 +123,9 @@ uint8_t random_e4m3(std::mt19937_64& g) {
 std::function<void(LinearFormat, HostWeight&)> g_weight_tweak;
 /// run_case's graph replays (each on a poisoned output; the last one is checked).
 int g_graph_replays = 1;
+/// run_case's further graph replays with the activations alternating between two sets, each
+/// checked (kernels with per-launch flag words in the scratch).
+int g_graph_alt_replays = 0;
 
 HostWeight make_weight(LinearFormat f, int64_t N, int64_t K) {
   auto& g = test::rng();
@@ -428,9 +431,6 @@ struct Runner {
   DeviceBuffer<float> alpha;
 };
 
-/// run_case's replays beyond the first with alternating activations (set by a test's scope).
-int g_graph_replays = 1;
-
 /// Runs one case end to end; returns false (with a gtest failure) on mismatch.
 /// `tiled_wgmma`: where given, receives the plan's wgmma token width (0: not the wgmma kernel).
 /// `tweak`: where given, edits the host activations before they are uploaded.
@@ -568,11 +568,9 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
     if (f8_wgmma) bound2 = fp8_wgmma_bound(c, hw, a2, f8_chain);
     const Check ck = check_out(graph_out, c.out, reference(a2), f8_wgmma ? &bound2 : nullptr);
     EXPECT_EQ(ck.bad, 0) << "replay: " << ck.cmp.str();
-    // g_graph_replays > 1 (kernels with per-launch flag words in the scratch): that many more
-    // replays, the activations alternating between the first and the second set, each checked.
-    if (g_graph_replays > 1 && !f8_wgmma) {
+    if (g_graph_alt_replays > 0 && !f8_wgmma) {
       const std::vector<double> refs[2] = {reference(a), reference(a2)};
-      for (int r = 0; r < g_graph_replays; ++r) {
+      for (int r = 0; r < g_graph_alt_replays; ++r) {
         Acts& ar = (r % 2) ? a2 : a;
         B12X_TEST_CUDA(cudaMemcpy(a.dx->ptr, ar.x.data(), ar.x.size(), cudaMemcpyHostToDevice));
         if (!ar.xs.empty())
@@ -2932,10 +2930,10 @@ TEST(GemmGpu, DecodeStream16Fx) {
                  (i % 2) == 0};
           c.max_tokens = (i % 4) == 1 ? 16 : M;
           ++i;
-          g_graph_replays = (i % 2) ? 6 : 1;
+          g_graph_alt_replays = (i % 2) ? 6 : 0;
           const int64_t before = gemm::lin::last_stream_launch().serial;
           run_case(c, /*graph_replay=*/(i % 2) == 1);
-          g_graph_replays = 1;
+          g_graph_alt_replays = 0;
           const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
           SCOPED_TRACE("fx " + std::to_string(fx) + " M " + std::to_string(M) + " K " +
                        std::to_string(K) + " w16 " + w16);
