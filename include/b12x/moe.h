@@ -160,6 +160,7 @@ struct DecodeKnobs {
   int q_early = 0;     ///< B12X_MOE_Q_EARLY 0|1|2: [Q]'s trigger (after / before its wait, none)
   int q_lean = 1;      ///< B12X_MOE_Q_LEAN 0|1: the lean NVFP4 [Q] (decode_q_lean) where it applies
   int fc1_scal0 = 1;   ///< B12X_MOE_FC1_SCAL0 0|1: FC1's first-tile scalars loaded before its wait
+  int fc1_rdy = 0;     ///< B12X_MOE_FC1_RDY 0|1: FC1 reads [Q]'s rows on per-route ready words
   int fc1_groups = 0;  ///< B12X_MOE_FC1_GROUPS >= 1: FC1 tile groups (0: one wave)
   int fc1_kg = 0;      ///< B12X_MOE_FC1_KG 1|2: FC1 warp groups (0: rule)
   int fc1_fine = 1;    ///< B12X_MOE_FC1_FINE 0|1|2: last-warp FC1 long tiles, ~2 / 2.7 per CTA
@@ -214,6 +215,7 @@ class Plan {
   int64_t off_counts = 0, off_tiles = 0, off_slot_route = 0, off_inter = 0, off_route_out = 0;
   int64_t off_slot_expert = 0, off_xq = 0;  ///< off_xq < 0: no per-slot quantised input buffer
   int64_t off_fc1_bal = -1;  ///< decode stream: balanced FC1's counters + partials (< 0: none)
+  int64_t off_fc1_rdy = -1;  ///< decode stream: per-route ready words (DecodeKnobs::fc1_rdy)
   int64_t max_routes = 0, max_tiles = 0;
   int act_kind = 0;
   float limit = 0, oai_alpha = 1.702f, oai_beta = 1.0f;

@@ -612,6 +612,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.q_early, "B12X_MOE_Q_EARLY", {0, 1, 2}, "0, 1, 2", not_stream);
   knob(k.q_lean, "B12X_MOE_Q_LEAN", {0, 1}, "0, 1", not_nvfp4);
   knob(k.fc1_scal0, "B12X_MOE_FC1_SCAL0", {0, 1}, "0, 1", not_stream);
+  knob(k.fc1_rdy, "B12X_MOE_FC1_RDY", {0, 1}, "0, 1", not_stream);
   knob(k.fc1_groups, "B12X_MOE_FC1_GROUPS", {}, ">= 1", not_stream);
   knob(k.fc1_kg, "B12X_MOE_FC1_KG", {1, 2}, "1, 2", not_stream);
   knob(k.fc1_fine, "B12X_MOE_FC1_FINE", {0, 1, 2}, "0, 1, 2", not_stream);
@@ -807,6 +808,12 @@ Plan plan(const Caps& caps) {
     p.off_fc1_bal = o;
     o = align256(o + detail::decode_fc1_bal_bytes(fc1_row_blocks(p.weights.gated, I), R));
   }
+  // FC1 on per-route ready words (DecodeKnobs::fc1_rdy; DecodeArgs::fc1_rdy).
+  p.off_fc1_rdy = -1;
+  if (stream && p.knobs.fc1_rdy != 0) {
+    p.off_fc1_rdy = o;
+    o = align256(o + 8 * R);
+  }
   p.scratch_bytes = o;
   // Host-only step: refused during capture (no stream in Caps: the legacy-stream query).
   refuse_during_capture(nullptr, "fused_moe.plan");
@@ -883,6 +890,8 @@ Plan plan(const Caps& caps) {
     if (stream && detail::decode_q_lean(p.knobs, aquant_of(w.args.quant_mode),
                                         w.args.params_dtype == DType::kFP16, E))
       sig << " q_lean";
+    // FC1 waiting on per-route ready words (a runtime path of the same kernels; probe).
+    if (p.off_fc1_rdy >= 0) sig << " fc1_rdy";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens
@@ -1055,6 +1064,10 @@ void run(const Binding& b, Stream stream) {
       d.fc1_part_slots = static_cast<int>(detail::decode_fc1_bal_slots(rb));
       d.fc1_cnt_stride = detail::decode_fc1_bal_cnt_stride(R0);
       d.fc1_cnt_rows = static_cast<int>(rb);
+    }
+    if (p.off_fc1_rdy >= 0) {
+      d.fc1_rdy = reinterpret_cast<unsigned long long*>(sc + p.off_fc1_rdy);
+      d.fc1_rdy_cap = static_cast<int>(p.max_routes);
     }
     B12X_ASSERT(d.fc2_split == 1 || d.partial != nullptr, "decode stream: no partial buffer");
     detail::launch_decode_stream(d, p.knobs, fp16_ops, stream, pdl);

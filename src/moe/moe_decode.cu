@@ -58,6 +58,8 @@ void launch_fc1(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, bool 
 std::atomic<int> g_last_fc2_cluster{1};
 // Whether the last [Q] launch ran the lean NVFP4 instance (decode_last_q_lean, tests).
 std::atomic<int> g_last_q_lean{0};
+// Whether the last launch ran FC1 on the ready words (decode_last_fc1_rdy, tests).
+std::atomic<int> g_last_fc1_rdy{0};
 // The prepared layout WarpStage::issue<true> assumes: codes and UE4M3 scales in 32-row chunk
 // tiles (always for FP4 weights: make_view in moe.cc).
 bool refill_tiled(const WeightView& w) {
@@ -242,6 +244,9 @@ int decode_last_fc2_cluster() {
 }
 int decode_last_q_lean() {
   return g_last_q_lean.load(std::memory_order_relaxed);
+}
+int decode_last_fc1_rdy() {
+  return g_last_fc1_rdy.load(std::memory_order_relaxed);
 }
 int decode_fc1_smem_bytes() {
   return DecodeCfg::fc1_smem(DecodeCfg::kFc1WideWarps);  // the larger of the two variants
@@ -527,11 +532,19 @@ void launch_decode_stream(const DecodeArgs& args, const DecodeKnobs& kn, bool fp
                                     static_cast<cudaStream_t>(stream)));
     fc1_pdl = false;
   }
+  constexpr int qk = 8 * DecodeCfg::kQuantThreads;
+  // FC1 on per-route ready words (DecodeArgs::fc1_rdy, probe B12X_MOE_FC1_RDY) where [Q] or the
+  // copy gate writes FC1's input rows and FC1 would wait for that grid: not with q_early (FC1
+  // then waits for the caller too), the balanced FC1 (its counters are zeroed by [Q]) or the
+  // wide routing.
+  if (!((a.aquant != num::kANone || a.a16_copy != 0) && a.q_early == 0 && a.fc1_bal == 0 && !wide))
+    a.fc1_rdy = nullptr;
+  a.q_ny = (a.w1.K + qk - 1) / qk;
+  g_last_fc1_rdy.store(a.fc1_rdy != nullptr ? 1 : 0, std::memory_order_relaxed);
   if (a.aquant != num::kANone || a.a16_gate != 0) {
     // The lean NVFP4 [Q] (decode_q_lean) where the default launch's branches are the ones it folds.
     static_assert(dev::kQGsTable / 2 == kQLeanMaxExperts, "the lean [Q]'s 1 / a1gs table");
     const bool lean = decode_q_lean(kn, a.aquant, a.x_fp16 != 0, a.num_experts);
-    constexpr int qk = 8 * DecodeCfg::kQuantThreads;
     const dim3 gq =
         a.a16_gate != 0 && a.a16_copy == 0
             ? dim3(8)  // the gate: zeroing only

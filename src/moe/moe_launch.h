@@ -213,7 +213,18 @@ struct DecodeArgs {
   int fc2_cluster = 0;
   // FC1 loads its first tile's alpha / a2gs before the PDL wait (DecodeKnobs::fc1_scal0).
   int fc1_scal0 = 1;
+  // FC1 reads [Q]'s operand rows on per-route ready words instead of after its PDL wait for
+  // [Q]'s grid (DecodeKnobs::fc1_rdy; launch_decode_stream sets it where it applies, else
+  // nullptr): word r = kRdyTag << 16 | the [Q] CTAs of route r that have stored their part
+  // (q_ny per route). FC2 resets the fc1_rdy_cap words after its wait (FC1 and [Q] are complete
+  // then), so the next call starts from count 0; a word without the tag (the first call on
+  // fresh scratch, or scratch another plan wrote) sends FC1 to its PDL wait instead.
+  unsigned long long* fc1_rdy = nullptr;
+  int fc1_rdy_cap = 0;
+  int q_ny = 0;
 };
+/// The tag of a valid ready word (48 bits; DecodeArgs::fc1_rdy).
+inline constexpr unsigned long long kRdyTag = 0xB12C5EEDF1A6ull;
 /// Balanced FC1 scratch (DecodeArgs::fc1_bal): counters [row_blocks][route capacity], then
 /// fp32 partials [slots][head, tail][4 tokens x 32 rows] for slots = max(row blocks, 3 x 256)
 /// CTAs (a one-wave grid of 3 CTAs per SM on up to 256 SMs, or one CTA per row block; plan has

@@ -877,6 +877,7 @@ using Knobs = std::vector<std::pair<const char*, std::string>>;
 }  // namespace
 namespace b12x::moe::detail {
 int decode_last_fc2_cluster();  // moe_decode.cu: the last FC2 launch's cluster size (1: none)
+int decode_last_fc1_rdy();      // moe_decode.cu: whether the last launch's FC1 took the ready words
 }  // namespace b12x::moe::detail
 namespace {
 
@@ -913,6 +914,38 @@ TEST(MoeGpu, DecodeStreamQLeanReplays) {
   Problem P;
   P.make(fp4_variant_case(kNvfp4Silu, 32, 512, 256, 4, 8, 1));
   expect_probe_bit_equal(P, {}, {"B12X_MOE_Q_LEAN", "0"}, "generic [Q]", true);
+}
+
+TEST(MoeGpu, DecodeStreamFc1ReadyWords) {
+  B12X_REQUIRE_GPU();
+  // FC1 reading [Q]'s rows on per-route ready words (B12X_MOE_FC1_RDY=1, probe): an eager run
+  // starts from randomised scratch (no tag: FC1 takes its PDL wait), graph replays from the words
+  // the previous call's FC2 reset (FC1 polls them; three replays, new routes). Bit-equal to the
+  // default both ways; nvfp4 ([Q]) and w4a16 (the copy gate), the two-group last-warp FC1.
+  const Fp4Variant a16{QuantMode::kW4A16, SourceFormat::kModeloptNvfp4, DType::kBF16,
+                       Activation::kSilu};
+  // (K = 4224: 33 sub-chunks per tile, 64 routes on 16 row blocks: ~2 per CTA, two groups.)
+  for (const Case& c : {fp4_variant_case(kNvfp4Silu, 16, 4224, 256, 8, 8, 1),
+                        fp4_variant_case(a16, 16, 4224, 256, 8, 8, 1)}) {
+    SCOPED_TRACE(c.name());
+    Problem P;
+    P.make(c);
+    const auto base = eager_with_knobs(P, {});
+    ASSERT_EQ(base.size(), 1u);
+    ASSERT_EQ(setenv("B12X_MOE_FC1_RDY", "1", 1), 0);
+    GpuRun G(P);  // the plan reads the knob
+    unsetenv("B12X_MOE_FC1_RDY");
+    ASSERT_TRUE(G.ok);
+    const auto got = G.run_eager();
+    EXPECT_EQ(moe::detail::decode_last_fc1_rdy(), 1);
+    ASSERT_EQ(got.size(), base[0].size());
+    EXPECT_EQ(std::memcmp(got.data(), base[0].data(), 2 * got.size()), 0)
+        << "FC1 ready words (fresh scratch) differ from the default";
+    Problem Q;
+    std::vector<uint16_t> out;
+    check_graph_replays(G, P, 3, "FC1 ready words", Q, out);
+    check_against_reference(Q, G.as_float(out), 0.9999);
+  }
 }
 
 TEST(MoeGpu, DecodeStreamFc2ClusterSum) {

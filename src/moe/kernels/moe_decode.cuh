@@ -609,6 +609,17 @@ __device__ __forceinline__ float group_amax(float m, int lanes) {
 // Qwen3.5-TP4 M = 4), and FC1 waits for its last CTA; round 102: 0.985-1.002x on the 16 nvfp4
 // M <= 8 rows ([Q] +3.9 instead of +6.4 us at MiniMax M = 2).
 constexpr int kQGsTable = 1024;  // experts whose a1gs fit the [Q] table (4 KB)
+/// [Q]'s CTA has stored its part of route `route`'s FC1 input row: it counts itself in on the
+/// route's ready word (DecodeArgs::fc1_rdy). Every thread of the CTA calls it: the barrier orders
+/// their stores before thread 0's fence and add, the release that FC1's acquiring poll pairs with.
+__device__ __forceinline__ void rdy_count_in(const DecodeArgs& a, int route) {
+  if (a.fc1_rdy == nullptr) return;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(a.fc1_rdy + route, 1ull);
+  }
+}
 template <bool kLean = false>
 __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
     moe_decode_quant_kernel(const DecodeArgs a) {
@@ -658,6 +669,7 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
   uint4* dst = reinterpret_cast<uint4*>(a.xq + static_cast<int64_t>(route) * H + k);
   if (!kLean && a.aquant == num::kANone) {  // the A16 copy gate: the row as it is (BF16 or FP16)
     if (k < H) *dst = w;
+    rdy_count_in(a, route);
     return;
   }
   if (gs_tab) __syncthreads();  // s_gs filled (uniform: every thread of the CTA is here)
@@ -679,25 +691,27 @@ __global__ void __launch_bounds__(DecodeCfg::kQuantThreads)
   }
   // H % 32 == 0: the 2 (NVFP4) or 4 (MX) lanes of a block are all inside or all outside H.
   amax = group_amax(amax, num::quant_block_values(aq) / 8);
-  if (k >= H) return;
-  const float gs = aq != num::kANvfp4 ? 1.f : gs_tab ? s_gs[id] : a.a1gs[id];
-  uint32_t o[4];
-  if (fast) {
-    // NVFP4 operand values (E2M1 x UE4M3, at most 6 significant bits, 2^-10 .. 2688) are exact
-    // in BF16: its bits are the fp32's upper half (what the RNE conversion gives them).
-    const num::QBlock qb = num::quant_block_nvfp4(amax, gs, s_gs[kQGsTable / 2 + id]);
+  if (k < H) {
+    const float gs = aq != num::kANvfp4 ? 1.f : gs_tab ? s_gs[id] : a.a1gs[id];
+    uint32_t o[4];
+    if (fast) {
+      // NVFP4 operand values (E2M1 x UE4M3, at most 6 significant bits, 2^-10 .. 2688) are exact
+      // in BF16: its bits are the fp32's upper half (what the RNE conversion gives them).
+      const num::QBlock qb = num::quant_block_nvfp4(amax, gs, s_gs[kQGsTable / 2 + id]);
 #pragma unroll
-    for (int h = 0; h < 4; ++h)
-      o[h] = (fmt::f32_bits(num::quant_value(num::kANvfp4, qb, v[2 * h])) >> 16) |
-             (fmt::f32_bits(num::quant_value(num::kANvfp4, qb, v[2 * h + 1])) & 0xFFFF0000u);
-  } else {
-    const num::QBlock qb = num::quant_block(aq, amax, gs);
+      for (int h = 0; h < 4; ++h)
+        o[h] = (fmt::f32_bits(num::quant_value(num::kANvfp4, qb, v[2 * h])) >> 16) |
+               (fmt::f32_bits(num::quant_value(num::kANvfp4, qb, v[2 * h + 1])) & 0xFFFF0000u);
+    } else {
+      const num::QBlock qb = num::quant_block(aq, amax, gs);
 #pragma unroll
-    for (int h = 0; h < 4; ++h)
-      o[h] = pack_op(num::quant_value(aq, qb, v[2 * h]), num::quant_value(aq, qb, v[2 * h + 1]),
-                     false);
+      for (int h = 0; h < 4; ++h)
+        o[h] = pack_op(num::quant_value(aq, qb, v[2 * h]), num::quant_value(aq, qb, v[2 * h + 1]),
+                       false);
+    }
+    *dst = make_uint4(o[0], o[1], o[2], o[3]);
   }
-  *dst = make_uint4(o[0], o[1], o[2], o[3]);
+  rdy_count_in(a, route);
 }
 
 // ---- [FC1] (32 * kWM rows) x (expert tiles y, y + Y, ...) per CTA -----------------------
@@ -903,7 +917,34 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     alpha0 = a.alpha1[e0];
     if (a.aquant == num::kANvfp4) gs20 = a.a2gs[e0];
   }
-  if (!wait_first) pdl_wait();  // xq is written by [Q]
+  // xq is written by [Q]. fc1_rdy (DecodeArgs): instead of waiting for [Q]'s grid, lane l polls
+  // the ready word of slot l % kT of the group's tile l / kT (every tile of the group, 32 / kT per
+  // pass) with an acquiring load until its [Q] CTAs have all counted in; __syncwarp hands that on
+  // to the lanes that copy the rows. A word without the tag (fresh scratch): the PDL wait.
+  const bool rdy = !kBal && a.fc1_rdy != nullptr && !wait_first;
+  if (rdy) {
+    bool fall_back = false;
+    for (int i0 = 0; i0 < n_tg; i0 += 32 / kT) {
+      const int it = i0 + lane / kT, sl = lane % kT;
+      const int4 tl = it < n_tg ? tile_of(it) : make_int4(0, 0, 0, 0);
+      if (sl < tl.z) {
+        const unsigned long long* w = a.fc1_rdy + rs.route(tl.y + sl);
+        for (;;) {
+          unsigned long long v;
+          asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(w) : "memory");
+          if ((v >> 16) != detail::kRdyTag) {
+            fall_back = true;
+            break;
+          }
+          if (static_cast<int>(v & 0xFFFFu) >= a.q_ny) break;
+        }
+      }
+    }
+    if (__any_sync(0xFFFFFFFFu, fall_back)) pdl_wait();
+    __syncwarp();
+  } else if (!wait_first) {
+    pdl_wait();
+  }
   prime_ring<kS>(n_my, [&](int s) {
     issue(s, src_of(ni.t), ni, false, true);
     advance(ni);
@@ -1129,6 +1170,8 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
     release_tile();
   }
   cp_async_wait<0>();
+  // fc1_rdy: this grid's completion still implies [Q]'s (FC2 and the next call count on it).
+  if (rdy) pdl_wait();
 }
 
 // ---- [FC2] kR (16 or 32) output rows x every route per CTA, combine fused ------------------
@@ -1246,6 +1289,10 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
   }
   pdl_wait();  // the intermediate is written by FC1
   pdl_trigger();
+  if (a.fc1_rdy != nullptr && blockIdx.x == 0 && blockIdx.y == 0) {
+    // FC1 (and so [Q]) is complete: the ready words start the next call from count 0.
+    for (int i = tid; i < a.fc1_rdy_cap; i += 32 * kW) a.fc1_rdy[i] = detail::kRdyTag << 16;
+  }
   prime_ring<kS>(n_my, [&](int s) {
     issue(s, src_of(ni.t), ni.k, false, true);
     step(ni);
