@@ -265,6 +265,9 @@ struct Plan {
   /// the kernel's staging instead of the pre-pass launch (default where K <= 8192;
   /// B12X_GEMM_STREAM_QX=0|1 overrides), 0 the BF16 staging.
   int decode_stream_var = 0;
+  /// The M = 1 stream kernel's dynamic group claim (session 29 probe, var bit 65536): its claim
+  /// word in the scratch (tagged with the launch's %gridid, so no reset).
+  int64_t off_stream_claim = 0;
   /// MXFP4 weights on the M = 1 stream kernel and the M <= 16 block kernel: the fold-free splat
   /// instances (session 15: 2^(e-8) straight onto the decoded FP4 bits, one HMUL2 per register
   /// instead of the 2^119 fold's HFMA2 + the splat's HMUL2), which run takes for weights whose

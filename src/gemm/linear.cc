@@ -1731,7 +1731,7 @@ Plan plan(const Caps& caps) {
     if (stream_ok && stream_want) {
       // Session 29 probe (lin::kStreamVarClaim): B12X_GEMM_STREAM_CLAIM=1 runs the 8-part 2-CTA
       // blocks on every slot with the dynamic group claim, =<n> (> 1) on n CTAs, where the grid
-      // has at least two groups per CTA and parts of at least 8 vectors.
+      // has more than three groups per CTA and parts of at least 8 vectors.
       const char* ecl = std::getenv("B12X_GEMM_STREAM_CLAIM");
       const int claim_ctas = ecl != nullptr ? std::max(std::atoi(ecl), 0) : 0;
       const int force_parts = claim_ctas > 0 ? 8 : stream_force_parts, per_sm = stream_per_sm;
@@ -1924,7 +1924,8 @@ Plan plan(const Caps& caps) {
           p.decode_stream_var = 0;
           p.decode_stream_smem = lin::stream_smem_bytes(geo.kvec, c.parts);
         }
-        if (claim_ctas > 0 && occ == 2 && c.parts == 8 && c.groups >= 2 * int64_t{c.ctas} &&
+        if (claim_ctas > 0 && occ == 2 && c.parts == 8 && c.groups > 3 * int64_t{c.ctas} &&
+            c.groups + c.ctas < (1 << 20) &&
             p.decode_stream_vp >= 8 &&  // two ring blocks per group (kClaim)
             lin::stream_claim_available(wf, c.parts, occ, p.decode_stream_var))
           p.decode_stream_var |= lin::kStreamVarClaim;
@@ -2658,6 +2659,11 @@ Plan plan(const Caps& caps) {
     const int64_t gx16 = (geo.n16 + p.stream16_tiles - 1) / p.stream16_tiles;
     off = align_up(off + gx16 * std::max(p.stream16_split, p.stream16_split_lo) * 8);
   }
+  // The M = 1 stream kernel's claim word (lin::kStreamVarClaim).
+  if (p.decode_stream_var & lin::kStreamVarClaim) {
+    p.off_stream_claim = off;
+    off = align_up(off + 8);
+  }
   p.scratch_bytes = off;
   // MXFP4 on the stream / block kernels: the fold-free splat instances for weights whose E8M0
   // codes are all <= 135 (run checks the bound weight; the others keep the fold).
@@ -3252,6 +3258,9 @@ void run(const Binding& b, Stream stream) {
     p.stream_vp = plan.decode_stream_vp;
     p.stream_trig = (plan.stream_trig & 1) ? 1 : 0;
     p.stream_var = plan.decode_stream_var;
+    // (The M = 1 kernel's claim word rides in s16_flags, the block kernel's flag words.)
+    if (plan.decode_stream_var & lin::kStreamVarClaim)
+      p.s16_flags = reinterpret_cast<unsigned long long*>(b.scratch + plan.off_stream_claim);
     lin::launch_linear_stream(im.wfmt, plan.decode_stream_parts, plan.decode_stream_occ,
                               plan.decode_stream_ctas, plan.decode_stream_smem, p, stream, 1);
     return;

@@ -509,7 +509,8 @@ void launch_linear_stream(WFmt f, int parts, int occ, int ctas, int64_t smem, co
                                ? kStreamJitBytes
                                : int64_t{parts} * p.stream_vp * 64 * 2 * rows) &&
                   (split == 1 || p.partial != nullptr) &&
-                  (!(p.stream_var & kStreamVarClaim) || p.stream_vp >= 2 * kStreamDepth),
+                  (!(p.stream_var & kStreamVarClaim) ||
+                   (p.stream_vp >= 2 * kStreamDepth && p.s16_flags != nullptr)),
               "stream kernel: M=", p.M, " rows=", rows, " act=", p.act_kind, " vp=", p.stream_vp,
               " split=", split, " smem=", smem);
   if (smem > 48 * 1024)

@@ -2023,12 +2023,12 @@ TEST(GemmGpu, DecodeStreamRf) {
 
 TEST(GemmGpu, DecodeStreamClaim) {
   // Session 29 probe (B12X_GEMM_STREAM_CLAIM=<ctas>, var bit 65536): the 8-part 2-CTA blocks
-  // with each CTA's groups past its first two claimed from the instance's counter, on the plans'
-  // variants: NVFP4 W4A16 (RF | 128), NVFP4 W4A4 (late | 168), fold-free MXFP4 W4A16 (late |
-  // 128) and W4A4 (168; a code 136 runs its plan without the claim). 16 CTAs over 63 / 64 groups
-  // (31 / 32 claimed), K = 3040 (vp 8, the last vector past K) / 4832 (vp 12), bias, an FP16
-  // output; every case runs eager, in a graph replayed 12 times and eager again, so a counter
-  // that a call leaves off 0 fails the next call.
+  // with each CTA's groups past its first three claimed from a %gridid-tagged word in the
+  // scratch (randomized by run_case), on the plans' variants: NVFP4 W4A16 (RF | 128), NVFP4 W4A4
+  // (late | 168), fold-free MXFP4 W4A16 (late | 128) and W4A4 (168; a code 136 runs its plan
+  // without the claim); W4A16 also on the CTA's staging (var 0). 16 CTAs over 63 / 64 groups
+  // (15 / 16 claimed), K = 3040 (vp 8, the last vector past K) / 4832 (vp 12), bias, an FP16
+  // output; every case runs eager, in a graph replayed 12 times and eager again.
   B12X_REQUIRE_GPU();
   ScopedEnv es("B12X_GEMM_DECODE_STREAM", "1"), ef("B12X_GEMM_STREAM_MX_FREE", "1"),
       ec("B12X_GEMM_STREAM_CLAIM", "16");

@@ -203,20 +203,22 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // the ring's first block in flight (round 105, Nsight Compute of 2048x7168: the store the
   // hottest stall, 8.5 % of the samples, long scoreboard).
   constexpr bool kRf = (kVar & kStreamVarRf) != 0;
-  // kClaim (bit 65536, session 29 probe): the CTA's groups past its first two (static: blockIdx.x
-  // and blockIdx.x + gridDim.x) are claimed from a counter, so that CTAs that stream faster (an
-  // SM to themselves: PDL places each call's CTAs where slots free up, so which ones changes
-  // every call) take more groups. Thread 0 claims group ordinal n + 2 at ordinal n's start and
+  // kClaim (bit 65536, session 29 probe): the CTA's groups past its first kClaimStatic (blockIdx.x
+  // + n gridDim.x) are claimed from a counter, so that CTAs that stream faster (an SM to
+  // themselves: PDL places each call's CTAs where slots free up, so which ones changes every
+  // call) take the tail's groups. Thread 0 claims group ordinal n + 2 at ordinal n's start and
   // publishes it in shared memory before n's reduction barrier: the claim's round trip overlaps
   // a whole group, and every warp reads it after that barrier, before its ring requests reach
-  // ordinal n + 2 (one block ahead, during n + 1). The counter is the instance's own (zero at
-  // module load) and wraps by atomicInc at the call's claim count T, so that every call (graph
-  // replays included) starts at 0: each CTA with a second group claims until it draws a value
-  // past the claimed groups (one such each), i.e. T = claimed groups + those CTAs. A call claims
-  // only after griddep_wait, i.e. after the previous call's last claim.
+  // ordinal n + 2 (one block ahead, during n + 1; vp >= 8). The counter is a word in the scratch
+  // (p.s16_flags): %gridid's low 44 bits above a 20-bit count. CTA 0 writes (tag, 0) after
+  // griddep_wait (the previous call's claims are complete), and a claim (atomicAdd) counts only
+  // if it returns this launch's tag; one that returns another (the scratch's earlier bytes, CTA
+  // 0 not there yet) is retried, so nothing is reset and no value of the scratch is trusted.
+  // The first claim is at ordinal 1's start, long after CTA 0's write in practice.
   constexpr bool kClaim = (kVar & kStreamVarClaim) != 0;
   static_assert(!kClaim || (kParts > 1 && kRows == 1 && !kHalf),
                 "kClaim: M = 1, the groups' reduction barrier");
+  constexpr int kClaimStatic = 3;
   constexpr bool kQx = (kVar & 8) != 0;  // NVFP4 (kMx: MXFP4) activations converted in the kernel
   constexpr bool kJit = (kVar & 128) != 0;
   // kQf (bit 32, session 20; kQx): the conversion by BF16 pair arithmetic, NVFP4 into activations
@@ -262,9 +264,9 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
   // block sit at immediate offsets from wp).
   int64_t igrp = blockIdx.x;
   int ino = 0;  // kClaim: igrp's ordinal
-  // kClaim: the group of ordinal n >= 1 (ordinal n >= 2 past barrier n - 2; groups: none).
+  // kClaim: the group of ordinal n (claimed ones past barrier n - 2; groups: none).
   auto group_at = [&](int n) -> int64_t {
-    return n == 1 ? int64_t{blockIdx.x} + gridDim.x : s_claim[n & 1];
+    return n < kClaimStatic ? int64_t{blockIdx.x} + int64_t{n} * gridDim.x : s_claim[n & 1];
   };
   int iv = 0;
   int nvalid = 0;  // vectors of the current block that exist (0 for a group without this tile)
@@ -512,19 +514,24 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
                                    : xs + wk * vp * kRows * 128 + ((g & (kRows - 1)) * 4 + t) * 16;
   uint8_t* const xw = dsm + warp * 512;  // kJit: the warp's block of activations
   int rb = 0;                            // reduction buffer
-  // kClaim: the claimed groups start at ordinal 2's static index; T claims per call (see kClaim).
-  const int64_t claim0 = 2 * int64_t{gridDim.x};
-  const int64_t claims = max(groups - claim0, int64_t{0}) +
-                         min(int64_t{gridDim.x}, max(groups - gridDim.x, int64_t{0}));
-  static unsigned int claim_ctr;  // kClaim: the instance's counter (see kClaim)
-  int cno = 0;                    // kClaim: grp's ordinal
+  // kClaim: the claimed groups start at ordinal kClaimStatic's static index (see kClaim).
+  const int64_t claim0 = int64_t{kClaimStatic} * gridDim.x;
+  unsigned long long claim_tag = 0;
+  if constexpr (kClaim) {
+    if (threadIdx.x == 0) {
+      asm volatile("mov.u64 %0, %%gridid;" : "=l"(claim_tag));
+      claim_tag &= (1ull << 44) - 1;
+      if (blockIdx.x == 0) atomicExch(p.s16_flags, claim_tag << 20);
+    }
+  }
+  int cno = 0;  // kClaim: grp's ordinal
   for (int64_t grp = blockIdx.x; grp < groups; grp = kClaim ? group_at(++cno) : grp + gridDim.x) {
-    unsigned int claim = 0;
+    unsigned long long claim = 0;
     bool claiming = false;
     if constexpr (kClaim) {
       // Ordinal cno + 2 exists only behind a group at cno + 1.
-      claiming = threadIdx.x == 0 && group_at(cno + 1) < groups;
-      if (claiming) claim = atomicInc(&claim_ctr, static_cast<unsigned int>(claims - 1));
+      claiming = threadIdx.x == 0 && cno + 2 >= kClaimStatic && group_at(cno + 1) < groups;
+      if (claiming) claim = atomicAdd(p.s16_flags, 1ull);
     }
     float acc[kNt][kCh][4];
 #pragma unroll
@@ -734,7 +741,13 @@ __global__ void __launch_bounds__(kStreamWarps * 32, kOcc)
         red1[rb][warp][g + 8] = r1;
       }
       if constexpr (kClaim) {
-        if (claiming) s_claim[cno & 1] = min(claim0 + claim, groups);
+        if (claiming) {
+          while ((claim >> 20) != claim_tag) {
+            __nanosleep(64);
+            claim = atomicAdd(p.s16_flags, 1ull);
+          }
+          s_claim[cno & 1] = min(claim0 + static_cast<int64_t>(claim & 0xFFFFFu), groups);
+        }
       }
       // One barrier per group: the next group writes the other buffer, and the group after it
       // writes this one only after every reader here has passed the next group's barrier.
