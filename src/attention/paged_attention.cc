@@ -456,8 +456,9 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                    dev.family == ArchFamily::kSm90 && k->launch_early_cap != nullptr;
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
-  // Probes (session 29; PagedPlan::early_probe), where compiled (wideh3, hcvt8; stamped too
-  // with B12X_ATTN_STAMPS=1 where the stamped twin exists: wideh3): B12X_ATTN_TAIL_PF=n, the
+  // Probes (session 29; PagedPlan::early_probe), where compiled (wideh3, hcvt8, the refill also
+  // wide3 / hcvt3 d128; stamped too with B12X_ATTN_STAMPS=1 where the stamped twin exists:
+  // wideh3): B12X_ATTN_TAIL_PF=n, the
   // early instance with the split's last n tiles beyond the ring prefetched into L2 at once (at
   // most 2 x threads tail tokens per CTA: the kernel's id registers); B12X_ATTN_EARLY_REFILL=1,
   // the early instance whose loop refills a stage right after its compute.

@@ -58,7 +58,7 @@ struct KernelInfo {
   LaunchFn launch_stamp_early = nullptr;
   /// Session 29's probes of the early instance (PagedPlan::early_probe; index kProbeTail:
   /// kVarTailPf, kProbeRefill: kVarEarlyRefill), and stamped; null where not compiled (wideh3,
-  /// hcvt8; stamped: wideh3).
+  /// hcvt8, the refill also wide3 / hcvt3 d128; stamped: wideh3).
   const void* func_early_probe[3] = {};
   LaunchFn launch_early_probe[3] = {};
   const void* func_stamp_early_probe[3] = {};

@@ -1884,22 +1884,25 @@ TEST(AttentionGpuDecode, EarlyProbes) {
   B12X_TEST_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   for (int probe = 0; probe < 3; ++probe) {
     // 0: tail 2, 1: tail 4 (FP8) / 8 (BF16), 2: early refill
-    for (int c = 0; c < 5; ++c) {
+    for (int c = 0; c < (probe == 2 ? 7 : 5); ++c) {
       // 0: BF16 automatic splits; 1: BF16 1 split, sinks, page 64; 2: FP8 automatic; 3: FP8 5
-      // splits, a window; 4: BF16 verify q_len 2 (FP8 verify of 6 x 4 packed rows takes hcvt)
-      const DType kv = c == 2 || c == 3 ? DType::kFP8E4M3 : DType::kBF16;
+      // splits, a window; 4: BF16 verify q_len 2 (FP8 verify of 6 x 4 packed rows takes hcvt);
+      // the refill at head dim 128 (32/8/128): 5 BF16 wide3 automatic splits, 6 FP8 hcvt3 3
+      // splits with sinks, page 64
+      const DType kv = c == 2 || c == 3 || c == 6 ? DType::kFP8E4M3 : DType::kBF16;
       const int splits = c == 1 ? 1 : (c == 3 ? 5 : 0);
       Spec s = c == 4 ? verify_spec(2, 2)
                       : gqa_decode_spec({4100, 2300, 63, 700}, splits, splits > 0 ? 64 : 0);
       if (c == 4) s.prefix = {0, 2100, 1300};
       s.prefix_stable = true;
       s.kv = kv;
-      s.dqk = s.dv = 256;
-      s.hq = c == 4 ? 8 : 16;
-      s.hkv = 2;
-      s.page = c == 1 ? 64 : 128;
-      s.sinks = c == 1;
+      s.dqk = s.dv = c >= 5 ? 128 : 256;
+      s.hq = c >= 5 ? 32 : (c == 4 ? 8 : 16);
+      s.hkv = c >= 5 ? 8 : 2;
+      s.page = c == 1 || c == 6 ? 64 : 128;
+      s.sinks = c == 1 || c == 6;
       s.window = c == 3 ? 1500 : -1;
+      if (c == 6) s.num_splits = s.max_splits = 3;
       const std::string n = probe == 0 ? "2" : (kv == DType::kBF16 ? "8" : "4");
       const ScopedEnvs env = probe == 2 ? ScopedEnvs({{"B12X_ATTN_EARLY_REFILL", "1"}})
                                         : ScopedEnvs({{"B12X_ATTN_TAIL_PF", n.c_str()}});
@@ -1907,8 +1910,9 @@ TEST(AttentionGpuDecode, EarlyProbes) {
       Problem p(s, rng());
       PLAN_AND_BIND(p);
       EXPECT_EQ(p.plan.early_probe, probe == 2 ? 2 : 1) << what << " " << p.plan.kernel;
-      EXPECT_NE(p.plan.kernel.find(kv == DType::kBF16 ? "_wideh3_" : "_hcvt8_"), std::string::npos)
-          << what << p.plan.kernel;
+      const char* tile = c >= 5 ? (kv == DType::kBF16 ? "_wide3_" : "_hcvt3_")
+                                : (kv == DType::kBF16 ? "_wideh3_" : "_hcvt8_");
+      EXPECT_NE(p.plan.kernel.find(tile), std::string::npos) << what << p.plan.kernel;
       run_fresh_and_stale(p, st, what);
     }
   }

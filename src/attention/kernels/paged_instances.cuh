@@ -94,6 +94,9 @@ KernelInfo make_info(const char* name) {
         add_early_probe<T, Cfg, kProbeTail, kEarlyVar | kVarTailPf, kWithStamp>(k);
         add_early_probe<T, Cfg, kProbeRefill, kEarlyVar | kVarEarlyRefill, kWithStamp>(k);
       }
+      // the early refill also on the head dim 128 early instances (wide3 BF16, hcvt3 FP8)
+      if constexpr (kDqk == 128 && kDv == 128 && (kKind == 5 || kKind == 13))
+        add_early_probe<T, Cfg, kProbeRefill, kEarlyVar | kVarEarlyRefill, false>(k);
     }
   }
   k.launch_merge = &launch_merge<T, kDv>;
