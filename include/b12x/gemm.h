@@ -364,7 +364,7 @@ struct Plan {
   /// NVFP4 / MXFP4 block kernel, staged once (session 29 probe, B12X_GEMM_S16_FX=1|2): the runs
   /// through partials sum the split in the kernel (1: the CTA that finds its column's slots all
   /// written; 2: every CTA of the column once all are, its share; flag words at off_s16_flags)
-  /// instead of the reduce launch; 0: the reduce.
+  /// instead of the reduce launch; 0: the reduce (3, tests: 2 without the wait).
   int stream16_fx = 0;
   int64_t off_s16_flags = 0;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,

@@ -149,6 +149,10 @@ inline constexpr int kS16VarFx = 16;
 /// ... every CTA of a column waiting for its column's flags and summing its share (=2; one-wave
 /// grids only: the column's CTAs must be resident together).
 inline constexpr int kS16VarFxSpread = 32;
+/// kS16VarFxSpread's wait for the column's flags (LinearParams::s16_fx_spin), clock64 cycles: ~33
+/// us at the H200's 1.98 GHz, far above the spread of a column's CTA ends, so that only CTAs that
+/// are not resident together (other streams' kernels holding the slots) reach it.
+inline constexpr long long kS16FxSpin = 1 << 16;
 /// Host only: whether the instance of (f, var with kS16VarFx or kS16VarFxSpread, nt token tiles,
 /// MXFP4 fold-free) exists.
 bool stream16_fx_available(WFmt f, int var, int nt, bool mx_free);

@@ -77,6 +77,8 @@ struct LinearParams {
   // M <= 16 block kernel's K split summed in the kernel (session 29 probe, lin::kS16VarFx): a
   // flag word per CTA [gridDim.x][gridDim.y] (scratch after the partials; any bytes), or null.
   unsigned long long* s16_flags;
+  // ... kS16VarFxSpread: clock64 cycles a CTA waits for its column's flags (0: abandons at once).
+  long long s16_fx_spin;
 };
 
 /// LinearParams::stream_var bit of the M = 1 stream kernel's late ring requests (session 26; SM90

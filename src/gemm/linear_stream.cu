@@ -426,7 +426,7 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         cl ? split : 0,
                         qa,
                         (var & kS16VarW16) != 0,
-                        (var & kS16VarFxSpread) ? 2
+                        (var & kS16VarFxSpread) ? (p.s16_fx_spin == 0 ? 3 : 2)
                         : (var & kS16VarFx)     ? 1
                                                 : 0};
   B12X_CUDA_CHECK(

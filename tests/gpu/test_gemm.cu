@@ -2894,15 +2894,16 @@ TEST(GemmGpu, DecodeStream16Cluster) {
 
 TEST(GemmGpu, DecodeStream16Fx) {
   B12X_REQUIRE_GPU();
-  // Session 29 probe (B12X_GEMM_S16_FX=1|2, lin::kS16VarFx / kS16VarFxSpread): the staged-once
+  // Session 29 probe (B12X_GEMM_S16_FX=1|2|3, lin::kS16VarFx / kS16VarFxSpread): the staged-once
   // kernel's K split summed in the kernel (%gridid flag words in a scratch of random bytes, no
-  // reduce launch) by the CTA that finds its column's slots written (1) or by every CTA of the
-  // column, its share (2). NVFP4 / MXFP4, W4A16 / W4A4 (converted in the staging where the
-  // device's default does, else the pre-pass), 8 and 16 warps, M = 2 / 5 / 8 / 16 (one and two
-  // token tiles), splits 2 / 3 / 8 / 14 (K = 1312: the last range 9 of 12 vectors; 2848: 13 of
-  // 16; 4096; 7168), N = 72 / 200 / 520 (CTAs with fewer tiles, rows past N), bias, FP16 outputs,
-  // capacity above M, graphs replayed 6 more times with alternating activations; the two modes
-  // take alternate cases of the grid.
+  // reduce launch) by the CTA that finds its column's slots written (1), by every CTA of the
+  // column, its share, after a bounded wait (2), or with no wait (3: every CTA but the last to
+  // publish abandons its share to it, the fallback of 2). NVFP4 / MXFP4, W4A16 / W4A4 (converted
+  // in the staging where the device's default does, else the pre-pass), 8 and 16 warps, M = 2 /
+  // 5 / 8 / 16 (one and two token tiles), splits 2 / 3 / 8 / 14 (K = 1312: the last range 9 of
+  // 12 vectors; 2848: 13 of 16; 4096; 7168), N = 72 / 200 / 520 (CTAs with fewer tiles, rows past
+  // N), bias, FP16 outputs, capacity above M, graphs replayed 6 more times with alternating
+  // activations; the modes take turns over the grid.
   ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
   ScopedEnv ecl("B12X_GEMM_S16_CL_RULE", "0");
   const std::array<int64_t, 4> ks = {1312, 2848, 4096, 7168};
@@ -2913,13 +2914,14 @@ TEST(GemmGpu, DecodeStream16Fx) {
     for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
                                  LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
       for (const int64_t M : {2, 5, 8, 16})
-        for (const int fx : {1, 2}) {
+        for (const int fx : {1, 2, 3}) {
           const bool mx = f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4;
           if (w16[0] == '1' && f == LinearFormat::kMxfp4W4A16) continue;  // no 16-warp instance
-          if ((j++ + (fx == 2)) % 2) continue;
+          if ((j++ + fx) % 3) continue;
           const int64_t K = ks[i % 4];
           const int sp = splits[i % 4];
-          ScopedEnv efx("B12X_GEMM_S16_FX", fx == 2 ? "2" : "1"), ew("B12X_GEMM_S16_W16", w16);
+          ScopedEnv efx("B12X_GEMM_S16_FX", std::to_string(fx).c_str());
+          ScopedEnv ew("B12X_GEMM_S16_W16", w16);
           ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", std::to_string(sp).c_str());
           Case c{f,
                  M,

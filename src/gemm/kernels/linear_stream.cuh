@@ -1039,31 +1039,15 @@ __device__ __forceinline__ bool s16_flags_set(const unsigned long long* f, int n
   }
   return all;
 }
-template <int kThreads, int kFx>
-__device__ __forceinline__ void s16_fx_sum(const LinearParams& p, int64_t row0, int tpc,
-                                           float mult) {
-  __shared__ int s16_fx_all;
+/// Share y of `shares` of the CTA's column (M token rows x its rows' float4s): the slots added in
+/// order from zero, mult and bias, stored.
+template <int kThreads>
+__device__ __forceinline__ void s16_fx_share(const LinearParams& p, int64_t row0, int tpc,
+                                             float mult, int y, int shares) {
   const int split = static_cast<int>(gridDim.y);
-  __syncthreads();  // every partial store of the CTA issued
-  if (threadIdx.x == 0) {
-    unsigned long long* const f = p.s16_flags + static_cast<int64_t>(blockIdx.x) * split;
-    const uint64_t gid = s16_grid_id();
-    // Release: the CTA's partial stores (ordered before by the barrier; fences are cumulative).
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
-    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(f + blockIdx.y), "l"(gid) : "memory");
-    asm volatile("fence.sc.gpu;" ::: "memory");
-    bool all = s16_flags_set(f, split, gid);
-    if constexpr (kFx == 2)
-      while (!all) all = s16_flags_set(f, split, gid);
-    if (all) asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire the other slots
-    s16_fx_all = all;
-  }
-  __syncthreads();
-  if (!s16_fx_all) return;
   const int q4 = tpc * 4;  // float4s of a token row of the CTA's rows
   const int n = static_cast<int>(p.M) * q4;
-  const int e0 = kFx == 2 ? n * static_cast<int>(blockIdx.y) / split : 0;
-  const int e1 = kFx == 2 ? n * (static_cast<int>(blockIdx.y) + 1) / split : n;
+  const int e0 = n * y / shares, e1 = n * (y + 1) / shares;
   const int64_t zs = p.M * p.NP;
   for (int e = e0 + threadIdx.x; e < e1; e += kThreads) {
     const int tok = e / q4, r = (e - tok * q4) * 4;
@@ -1086,6 +1070,70 @@ __device__ __forceinline__ void s16_fx_sum(const LinearParams& p, int64_t row0, 
 #pragma unroll
     for (int i = 0; i < 4; ++i)
       if (row0 + r + i < p.N) store_out_elem(p, tok, row0 + r + i, s[i], mult);
+  }
+}
+
+template <int kThreads, int kFx>
+__device__ __forceinline__ void s16_fx_sum(const LinearParams& p, int64_t row0, int tpc,
+                                           float mult) {
+  // s16_fx_do: 0 nothing, 1 the column (kFx 1) / this CTA's share (kFx 2), 2 (kFx 2, a CTA that
+  // published last) its share and every share abandoned, s16_fx_aband (bit y; split <= 64).
+  __shared__ int s16_fx_do;
+  __shared__ unsigned long long s16_fx_aband;
+  const int split = static_cast<int>(gridDim.y);
+  __syncthreads();  // every partial store of the CTA issued
+  if (threadIdx.x == 0) {
+    unsigned long long* const f = p.s16_flags + static_cast<int64_t>(blockIdx.x) * split;
+    const uint64_t gid = s16_grid_id();
+    // Release: the CTA's partial stores (ordered before by the barrier; fences are cumulative).
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(f + blockIdx.y), "l"(gid) : "memory");
+    asm volatile("fence.sc.gpu;" ::: "memory");
+    bool all = s16_flags_set(f, split, gid);
+    int act = all ? (kFx == 2 ? 2 : 1) : 0;
+    unsigned long long aband = 0;
+    if constexpr (kFx == 2) {
+      // Wait a bounded time for the column (its CTAs need not be resident together: other
+      // streams' kernels may hold the slots); past it, mark this share abandoned (the second flag
+      // row, p.s16_flags + gridDim.x x split) and leave it to a CTA that publishes later. Of an
+      // abandoning CTA (store, fence.sc, re-read of the flags) and a later publisher (store,
+      // fence.sc, read of the marks) at least one sees the other, so the share is summed.
+      unsigned long long* const ab = f + static_cast<int64_t>(gridDim.x) * split;
+      if (!all) {
+        const long long t0 = clock64();
+        while (!(all = s16_flags_set(f, split, gid)) && clock64() - t0 < p.s16_fx_spin) {
+        }
+        if (!all) {
+          asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(ab + blockIdx.y), "l"(gid)
+                       : "memory");
+          asm volatile("fence.sc.gpu;" ::: "memory");
+          all = s16_flags_set(f, split, gid);
+        }
+        act = all ? 1 : 0;
+      } else {
+        for (int z = 0; z < split; ++z) {
+          uint64_t v;
+          asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(ab + z) : "memory");
+          if (v == gid) aband |= 1ull << z;
+        }
+      }
+    }
+    if (all) asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire the other slots
+    s16_fx_do = act;
+    s16_fx_aband = aband;
+  }
+  __syncthreads();
+  const int act = s16_fx_do;
+  if (act == 0) return;
+  const unsigned long long aband = s16_fx_aband;
+  if constexpr (kFx == 1) {
+    s16_fx_share<kThreads>(p, row0, tpc, mult, 0, 1);
+  } else {
+    s16_fx_share<kThreads>(p, row0, tpc, mult, static_cast<int>(blockIdx.y), split);
+    if (act == 2)
+      for (int y = 0; y < split; ++y)
+        if (((aband >> y) & 1) && y != static_cast<int>(blockIdx.y))
+          s16_fx_share<kThreads>(p, row0, tpc, mult, y, split);
   }
 }
 
