@@ -945,6 +945,8 @@ TEST(MoeGpu, DecodeStreamFc1ReadyWords) {
     std::vector<uint16_t> out;
     check_graph_replays(G, P, 3, "FC1 ready words", Q, out);
     check_against_reference(Q, G.as_float(out), 0.9999);
+    // The last-warp FC1 with constant ring slots (B12X_MOE_FC1_SLOT=1, probe): the same bits.
+    expect_probe_bit_equal(P, {}, {"B12X_MOE_FC1_SLOT", "1"}, "FC1 constant ring slots", false);
   }
 }
 
