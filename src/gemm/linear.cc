@@ -782,6 +782,7 @@ std::string Plan::describe() const {
      << (decode_deep ? " decode_deep=" + std::to_string(decode_deep) : std::string())
      << (decode_sync_stage ? " sync_stage" : "")
      << (decode_xshare ? " xshare=" + std::to_string(decode_xshare) : std::string())
+     << (decode_xshare_qpdl ? " qpdl" : "")
      << (decode_stream_parts
              ? " stream=" + std::to_string(decode_stream_parts) + "o" +
                    std::to_string(decode_stream_occ) + (decode_stream_shfl ? "s" : "") +
@@ -1311,10 +1312,11 @@ Plan plan(const Caps& caps) {
     const int xs_shallow = nt == 2 && xs16 ? (xsh_env != nullptr ? std::atoi(xsh_env) : 1) : 0;
     // Session 29 probe: block FP8 / MXFP8 on the same grid, their rows quantized before the
     // kernel (the quantizer launch, or the caller's e4m3 rows) so that the cluster shares codes;
-    // each CTA loads its rows' group scales. B12X_GEMM_DECODE_XSHARE_Q=1 takes it.
+    // each CTA loads its rows' group scales. B12X_GEMM_DECODE_XSHARE_Q=1 takes it, =2 with the
+    // quantizer launched as a programmatic dependent that lets the GEMM start at once.
     const char* xq_env = std::getenv("B12X_GEMM_DECODE_XSHARE_Q");
     const bool xs_q = (wf == lin::WFmt::kFp8Block || wf == lin::WFmt::kFp8Mx) &&
-                      xq_env != nullptr && xq_env[0] == '1';
+                      xq_env != nullptr && (xq_env[0] == '1' || xq_env[0] == '2');
     int xs_s = 0, xs_deep = 0;
     if (f8_sm90 && (wf == lin::WFmt::kFp8 || xs_q) && !fp16 && geo.K % 16 == 0 &&
         split_env == nullptr && ctas_n * 10 < 9 * sms && (M <= 8 || xs16) && xs_stage_ok &&
@@ -1577,6 +1579,7 @@ Plan plan(const Caps& caps) {
       // (Block FP8 / MXFP8: from M = 2, where run takes the quantizer launch instead of the
       // staging's quantization; M = 1 keeps the plan's own route.)
       if (xs_q) p.decode_xshare_min_m = std::max(p.decode_xshare_min_m, 2);
+      p.decode_xshare_qpdl = xs_q && xq_env[0] == '2';
     }
     // The kernels with the per-slice bookkeeping by running pointers, the halves' staging walk set
     // up once per CTA and conflict-free splat rows (kLean; run takes them where they exist for the
@@ -2946,6 +2949,7 @@ void run(const Binding& b, Stream stream) {
   // by the cluster.)
   const bool xs_quant = plan.decode_xshare > 1 && M >= plan.decode_xshare_min_m && M <= 16 &&
                         im.wfmt != WFmt::kFp8 && !tiled;
+  const bool xs_qpdl = xs_quant && plan.decode_xshare_qpdl && plan.pdl;
   const bool staged_quant = (f8_block16 ? plan.stream16_qx : plan.decode_act_quant) && !tiled &&
                             !xs_quant && b.x.dtype == DType::kBF16 &&
                             reinterpret_cast<uintptr_t>(b.x.data) % 16 == 0 &&
@@ -3006,7 +3010,7 @@ void run(const Binding& b, Stream stream) {
                                                           qv, qs, plan.act_quant, stream);
           if (!wgmma_bulk)
             launch_quantize_fp8_group128(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs,
-                                         plan.act_quant, stream);
+                                         plan.act_quant, stream, true, xs_qpdl);
           qx = qv;
           qld = K;
           qscale = reinterpret_cast<const uint8_t*>(qs);
@@ -3025,7 +3029,7 @@ void run(const Binding& b, Stream stream) {
         uint8_t* qv = b.scratch + plan.off_qvalues;
         uint8_t* qs = b.scratch + plan.off_qscales;
         launch_quantize_mxfp8(b.x.data, b.x.dtype, M, K, b.x.stride[0], qv, qs, nullptr,
-                              plan.act_quant, stream);
+                              plan.act_quant, stream, xs_qpdl);
         qx = qv;
         qld = K;
         qscale = qs;

@@ -10,6 +10,7 @@
 
 #include "b12x/runtime.h"
 #include "core/cuda_check.h"
+#include "core/launch.h"
 #include "gemm/kernels/quantize.cuh"
 
 namespace b12x::gemm {
@@ -29,16 +30,14 @@ int grid_for(int64_t work, const ActQuant& q) {
   return static_cast<int>(std::clamp<int64_t>(need, 1, std::max(1, q.grid_cap)));
 }
 
-/// Launches the BF16- or FP16-input instance of a quantiser kernel.
+/// Launches the BF16- or FP16-input instance of a quantiser kernel; `pdl`: as a programmatic
+/// dependent of the previous kernel (the kernels wait for it before reading x).
 template <class Params>
 void launch_for(DType x_dtype, int grid, void (*bf16)(Params), void (*f16)(Params), const Params& p,
-                Stream stream) {
+                Stream stream, bool pdl = false) {
   auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (x_dtype == DType::kBF16)
-    bf16<<<grid, kThreads, 0, s>>>(p);
-  else
-    f16<<<grid, kThreads, 0, s>>>(p);
-  B12X_CUDA_CHECK_LAUNCH();
+  B12X_CUDA_CHECK(::b12x::detail::launch_ex(x_dtype == DType::kBF16 ? bf16 : f16, dim3(grid),
+                                            dim3(kThreads), 0, s, pdl, dim3(1, 1, 1), p));
 }
 
 /// Early PDL trigger of the FP8 1x128 kernel (allow_dependents) where it was measured: on SM90
@@ -66,9 +65,10 @@ kernels::BlockQuantParams block_params(const void* x, int64_t M, int64_t K, int6
 template <class P>
 void launch_block(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx, uint8_t* values,
                   uint8_t* scale_rows, float* scale_f32, uint8_t* swizzled, const float* gs,
-                  const ActQuant& q, Stream stream) {
+                  const ActQuant& q, Stream stream, bool pdl = false) {
   if (M <= 0) return;
   kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
+  p.early_dependents = pdl;
   p.scale_rows = scale_rows;
   p.scale_f32 = scale_f32;
   p.scale_swizzled = swizzled;
@@ -77,7 +77,7 @@ void launch_block(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ld
   p.vec_out = aligned(values, P::kFp4 ? 4 : 8);
   const int64_t work = std::max<int64_t>(M * (K / 8), swizzled ? fmt::pad_to(M, 128) * 4 : 0);
   launch_for(x_dtype, grid_for(work, q), kernels::block_quant_kernel<P, true>,
-             kernels::block_quant_kernel<P, false>, p, stream);
+             kernels::block_quant_kernel<P, false>, p, stream, pdl);
 }
 
 /// A B12X_QUANT_* knob set to 0.
@@ -113,9 +113,9 @@ const ActQuant& act_quant_cached(int device) {
 
 void launch_quantize_mxfp8(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                            uint8_t* values, uint8_t* scale_rows, uint8_t* scale_swizzled,
-                           const ActQuant& q, Stream stream) {
+                           const ActQuant& q, Stream stream, bool pdl) {
   launch_block<kernels::MxFp8Policy>(x, x_dtype, M, K, ldx, values, scale_rows, nullptr,
-                                     scale_swizzled, nullptr, q, stream);
+                                     scale_swizzled, nullptr, q, stream, pdl);
 }
 
 namespace {
@@ -124,13 +124,13 @@ namespace {
 /// or (tiled) as the wgmma kernel's stage images over pad128(M) rows.
 bool launch_fp8_group128_vec(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                              uint8_t* values, float* scales, const ActQuant& q, Stream stream,
-                             bool early_dependents, bool tiled) {
+                             bool early_dependents, bool tiled, bool pdl = false) {
   if (!q.fp8g128 || M <= 0 || K % 128 != 0 || !aligned(x, 16) || ldx % 8 != 0 ||
       !aligned(values, tiled ? 16 : 8))
     return false;
   kernels::BlockQuantParams p = block_params(x, M, K, ldx, values);
   p.scale_f32 = scales;
-  p.early_dependents = early_dependents && quant_pdl_enabled(M, q);
+  p.early_dependents = (early_dependents && quant_pdl_enabled(M, q)) || pdl;
   // Four threads per group, one pass each (no cap at a few waves as grid_for: many short CTAs
   // keep the SMs' loads and arithmetic out of step).
   const int64_t rows = tiled ? fmt::pad_to(M, 128) : M;
@@ -141,7 +141,7 @@ bool launch_fp8_group128_vec(const void* x, DType x_dtype, int64_t M, int64_t K,
                kernels::fp8_group128_kernel<false, true>, p, stream);
   else
     launch_for(x_dtype, grid, kernels::fp8_group128_kernel<true>,
-               kernels::fp8_group128_kernel<false>, p, stream);
+               kernels::fp8_group128_kernel<false>, p, stream, pdl);
   return true;
 }
 
@@ -149,15 +149,15 @@ bool launch_fp8_group128_vec(const void* x, DType x_dtype, int64_t M, int64_t K,
 
 void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                                   uint8_t* values, float* scales, const ActQuant& q, Stream stream,
-                                  bool early_dependents) {
+                                  bool early_dependents, bool pdl) {
   // The four-lanes-per-group kernel on vector rows (same bits; round 21, M = 2048: 5-24 us less
   // per block FP8 GEMM than block_quant_kernel). B12X_QUANT_FP8G128=0 (q.fp8g128) keeps the
   // generic kernel.
   if (launch_fp8_group128_vec(x, x_dtype, M, K, ldx, values, scales, q, stream, early_dependents,
-                              false))
+                              false, pdl))
     return;
   launch_block<kernels::Fp8Group128Policy>(x, x_dtype, M, K, ldx, values, nullptr, scales, nullptr,
-                                           nullptr, q, stream);
+                                           nullptr, q, stream, pdl);
 }
 
 bool launch_quantize_fp8_group128_tiled(const void* x, DType x_dtype, int64_t M, int64_t K,

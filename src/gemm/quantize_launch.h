@@ -34,19 +34,22 @@ const ActQuant& act_quant_cached(int device);
 /// MXFP8: E4M3 values, one E8M0 scale per 32 values (pow2-ceil of amax/448).
 /// values: [M, K]; scale_rows: [M, K/32] row-major or nullptr; scale_swizzled: 128x4 layout of
 /// pad128(M) * pad4(K/32) bytes, or nullptr. At least one scale output should be non-null.
+/// pdl: launched as a programmatic dependent of the previous kernel (waiting for it before
+/// reading x) that lets its own dependent start at once (the GEMM behind it, which waits with
+/// griddepcontrol.wait).
 void launch_quantize_mxfp8(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                            uint8_t* values, uint8_t* scale_rows, uint8_t* scale_swizzled,
-                           const ActQuant& q, Stream stream);
+                           const ActQuant& q, Stream stream, bool pdl = false);
 
 /// FP8 E4M3 with one fp32 scale per 1x128 group: scale = amax/448, q = e4m3(x / scale)
 /// (formats/block.h; an all-zero group stores scale 0); values [M, K], scales [M, K/128].
 /// early_dependents: a programmatic dependent launch (the GEMM after it, which waits with
 /// griddepcontrol.wait before reading these outputs) may start once every CTA has started (on
 /// SM90 at M >= 128, with q.pdl); the public op passes false (its caller's next kernel need not
-/// wait).
+/// wait). pdl: as launch_quantize_mxfp8's (and the trigger at every M).
 void launch_quantize_fp8_group128(const void* x, DType x_dtype, int64_t M, int64_t K, int64_t ldx,
                                   uint8_t* values, float* scales, const ActQuant& q, Stream stream,
-                                  bool early_dependents = true);
+                                  bool early_dependents = true, bool pdl = false);
 
 /// launch_quantize_fp8_group128 (same bits, early programmatic trigger as there) with the values
 /// as the SM90 block FP8 wgmma kernel's activation stage images (its bulk-copy default): one 16 KB

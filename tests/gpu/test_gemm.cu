@@ -1182,8 +1182,7 @@ TEST(GemmGpu, DecodeFp8XshareQuant) {
   // bias, FP16 out, graph replays; two token tiles on the default and the 2-slice ring.
   if (!(device_info(0).cc_major == 9 && device_info(0).cc_minor == 0))
     GTEST_SKIP() << "the shared staging is SM90's (multicast bulk copies)";
-  ScopedEnv eq("B12X_GEMM_DECODE_XSHARE_Q", "1"), ew("B12X_GEMM_DECODE_WS_M", "8"),
-      ef8("B12X_GEMM_STREAM16_F8", "0");
+  ScopedEnv ew("B12X_GEMM_DECODE_WS_M", "8"), ef8("B12X_GEMM_STREAM16_F8", "0");
   struct Run {
     LinearFormat f;
     int64_t M, N, K;
@@ -1200,18 +1199,21 @@ TEST(GemmGpu, DecodeFp8XshareQuant) {
       {LinearFormat::kMxfp8, 4, 200, 1312, DType::kBF16, true, true, false, "4", "1"},
       {LinearFormat::kMxfp8, 3, 136, 2080, DType::kFP16, false, false, false, "2", "1"},
   };
-  for (const Run& r : runs) {
-    ScopedEnv ex("B12X_GEMM_DECODE_XSHARE", r.xshare),
-        esh("B12X_GEMM_DECODE_XSHARE_SHALLOW", r.shallow);
-    Case c{r.f, r.M, r.N, r.K, DType::kBF16, r.out, r.bias};
-    c.caller_quant = r.callerq;
-    run_case(c, r.graph);
-    const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
-    const int nt = r.M > 8 ? 2 : 1;
-    EXPECT_TRUE(l.ws == 4 && l.nt == nt && l.mma == 1 && l.xshare == std::atoi(r.xshare) &&
-                l.deep == (r.shallow[0] == '2' ? -1 : 0))
-        << name(c) << " xshare " << l.xshare << " nt " << l.nt << " deep " << l.deep;
-  }
+  // Q = 2: the quantizer launched as a programmatic dependent (its GEMM starts at once).
+  for (const char* q : {"1", "2"})
+    for (const Run& r : runs) {
+      ScopedEnv eq("B12X_GEMM_DECODE_XSHARE_Q", q), ex("B12X_GEMM_DECODE_XSHARE", r.xshare),
+          esh("B12X_GEMM_DECODE_XSHARE_SHALLOW", r.shallow);
+      Case c{r.f, r.M, r.N, r.K, DType::kBF16, r.out, r.bias};
+      c.caller_quant = r.callerq;
+      run_case(c, r.graph);
+      const gemm::lin::DecodeLaunch l = gemm::lin::last_decode_launch();
+      const int nt = r.M > 8 ? 2 : 1;
+      EXPECT_TRUE(l.ws == 4 && l.nt == nt && l.mma == 1 && l.xshare == std::atoi(r.xshare) &&
+                  l.deep == (r.shallow[0] == '2' ? -1 : 0))
+          << name(c) << " Q " << q << " xshare " << l.xshare << " nt " << l.nt << " deep "
+          << l.deep;
+    }
 }
 
 TEST(GemmGpu, DecodeSliceHalvesFp8) {

@@ -157,7 +157,7 @@ struct BlockQuantParams {
   const float* global_scale;
   bool vec_in;            ///< x 16-byte aligned and ldx % 8 == 0
   bool vec_out;           ///< values pointer aligned for 8-byte (FP8) / 4-byte (FP4) stores
-  bool early_dependents;  ///< fp8_group128_kernel: allow_dependents at its start
+  bool early_dependents;  ///< allow_dependents at the start (fp8_group128 / block_quant)
 };
 
 /// Lets a programmatic dependent launch (the GEMM consuming these values, launched with PDL on
@@ -167,6 +167,15 @@ struct BlockQuantParams {
 __device__ __forceinline__ void allow_dependents(bool on) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if (on) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/// Waits for the previous grid's completion and writes where this grid was launched as its
+/// programmatic dependent (session 29: the quantizer of the decode kernel's shared staging, so
+/// that it and the GEMM behind it can start during the previous GEMM's tail); a no-op otherwise.
+__device__ __forceinline__ void wait_predecessor() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
 
@@ -247,6 +256,8 @@ __device__ __forceinline__ void advance(int64_t& row, int64_t& c, int64_t drow, 
 
 template <class P, bool kBF16>
 __global__ void __launch_bounds__(256) block_quant_kernel(const BlockQuantParams p) {
+  allow_dependents(p.early_dependents);
+  wait_predecessor();
   constexpr int kLanes = P::kBlock / 8;  // lanes sharing one block
   static_assert(kLanes >= 1 && kLanes <= 32 && (32 % kLanes) == 0);
   const int64_t cpr = p.K / 8;  // 8-value chunks per row
@@ -474,6 +485,7 @@ __device__ __forceinline__ uint8_t mx8_codes_bf16(const uint4& v, uint32_t& lo, 
 template <bool kBF16, bool kTiled = false>
 __global__ void __launch_bounds__(256) fp8_group128_kernel(const BlockQuantParams p) {
   allow_dependents(p.early_dependents);
+  wait_predecessor();
   const int lane = threadIdx.x & 31, part = lane & 3;
   const int64_t cols = p.K / 128;
   const int64_t groups = (kTiled ? (p.M + 127) / 128 * 128 : p.M) * cols;
