@@ -1579,8 +1579,9 @@ Plan plan(const Caps& caps) {
       // (Block FP8 / MXFP8: from M = 2, where run takes the quantizer launch instead of the
       // staging's quantization; M = 1 keeps the plan's own route.)
       if (xs_q) p.decode_xshare_min_m = std::max(p.decode_xshare_min_m, 2);
-      p.decode_xshare_qpdl = xs_q && xq_env[0] == '2';
     }
+    // (=2: in front of every decode-kernel run of the plan that takes the quantizer, M = 1 too.)
+    p.decode_xshare_qpdl = xs_q && xq_env[0] == '2';
     // The kernels with the per-slice bookkeeping by running pointers, the halves' staging walk set
     // up once per CTA and conflict-free splat rows (kLean; run takes them where they exist for the
     // launch's configuration): FP4 weights with BF16 MMAs at M = 1 (4 / 8 warps per tile) and in
@@ -2949,7 +2950,7 @@ void run(const Binding& b, Stream stream) {
   // by the cluster.)
   const bool xs_quant = plan.decode_xshare > 1 && M >= plan.decode_xshare_min_m && M <= 16 &&
                         im.wfmt != WFmt::kFp8 && !tiled;
-  const bool xs_qpdl = xs_quant && plan.decode_xshare_qpdl && plan.pdl;
+  const bool xs_qpdl = plan.decode_xshare_qpdl && plan.pdl && !f8_block16 && !tiled && M <= 16;
   const bool staged_quant = (f8_block16 ? plan.stream16_qx : plan.decode_act_quant) && !tiled &&
                             !xs_quant && b.x.dtype == DType::kBF16 &&
                             reinterpret_cast<uintptr_t>(b.x.data) % 16 == 0 &&
