@@ -162,6 +162,7 @@ struct DecodeKnobs {
   int fc1_scal0 = 1;   ///< B12X_MOE_FC1_SCAL0 0|1: FC1's first-tile scalars loaded before its wait
   int fc1_rdy = 0;     ///< B12X_MOE_FC1_RDY 0|1: FC1 reads [Q]'s rows on per-route ready words
   int fc1_slot = 0;    ///< B12X_MOE_FC1_SLOT 0|1: the last-warp FC1 with constant ring slots
+  int fc2_slot = 0;    ///< B12X_MOE_FC2_SLOT 0|1: the 3-stage 32-row FC2 with constant ring slots
   int fc1_groups = 0;  ///< B12X_MOE_FC1_GROUPS >= 1: FC1 tile groups (0: one wave)
   int fc1_kg = 0;      ///< B12X_MOE_FC1_KG 1|2: FC1 warp groups (0: rule)
   int fc1_fine = 1;    ///< B12X_MOE_FC1_FINE 0|1|2: last-warp FC1 long tiles, ~2 / 2.7 per CTA

@@ -614,6 +614,7 @@ DecodeKnobs read_decode_knobs(bool stream, int aquant) {
   knob(k.fc1_scal0, "B12X_MOE_FC1_SCAL0", {0, 1}, "0, 1", not_stream);
   knob(k.fc1_rdy, "B12X_MOE_FC1_RDY", {0, 1}, "0, 1", not_stream);
   knob(k.fc1_slot, "B12X_MOE_FC1_SLOT", {0, 1}, "0, 1", not_stream);
+  knob(k.fc2_slot, "B12X_MOE_FC2_SLOT", {0, 1}, "0, 1", not_stream);
   knob(k.fc1_groups, "B12X_MOE_FC1_GROUPS", {}, ">= 1", not_stream);
   knob(k.fc1_kg, "B12X_MOE_FC1_KG", {1, 2}, "1, 2", not_stream);
   knob(k.fc1_fine, "B12X_MOE_FC1_FINE", {0, 1, 2}, "0, 1, 2", not_stream);
@@ -895,6 +896,7 @@ Plan plan(const Caps& caps) {
     if (p.off_fc1_rdy >= 0) sig << " fc1_rdy";
     // The last-warp FC1 with constant ring slots (probe; BF16 operands with UE4M3 scales).
     if (stream && p.knobs.fc1_slot == 1) sig << " fc1_slot";
+    if (stream && p.knobs.fc2_slot == 1) sig << " fc2_slot";
     if (caps.apply_router_weight_on_input) sig << " weight_on_input";
     std::ostringstream shape;
     shape << "E=" << E << " H=" << H << " I=" << I << " max_tokens=" << caps.max_tokens

@@ -70,9 +70,9 @@ bool refill_tiled(const WeightView& w) {
 }
 
 template <typename OpT, bool kFold, int kSK, int kRC, int kW, int kS, int kR = DecodeCfg::kFc2Rows,
-          bool kKil = false, bool kTR = false>
+          bool kKil = false, bool kTR = false, bool kSlotU = false>
 void launch_fc2(const DecodeArgs& a, Stream stream, bool pdl) {
-  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, kTR>;
+  auto* k = dev::moe_decode_fc2_kernel<OpT, kFold, kSK, kW, kS, kRC, kR, kKil, kTR, kSlotU>;
   {  // the largest shared memory this instance is launched with, once per device
     const bool deep = kS == DecodeCfg::kFc2DeepStages;
     const int max_tokens = kR == 32             ? DecodeCfg::kFc2Rows32MaxTokens
@@ -161,10 +161,16 @@ void launch_gemms(const DecodeArgs& a, const DecodeKnobs& kn, Stream stream, boo
       // 3 stages (2 CTAs per SM; H200 round 45, Qwen3.5-TP4 nvfp4 M = 8 210.6 -> 204.5 us
       // against 2 stages at 3 CTAs per SM, 80 registers); B12X_MOE_FC2_STAGES=2 the 2-stage CTA.
       // K-interleaved warps (decode_fc2_kil) in the 3-stage CTA only.
+      // Probe B12X_MOE_FC2_SLOT: the 3-stage CTAs with constant ring slots (kSlotU; kTR only).
+      const bool slot_u = kTR && kn.fc2_slot == 1;
       if (a.fc2_stages32 == 2)  // decode_fc2_stages32
         launch_fc2<OpT, kFold, kSK, kRC, 8, 2, 32, false, kTR>(a, stream, pdl);
+      else if (a.fc2_kil != 0 && slot_u)
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTR, kTR>(a, stream, pdl);
       else if (a.fc2_kil != 0)
         launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, true, kTR>(a, stream, pdl);
+      else if (slot_u)
+        launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTR, kTR>(a, stream, pdl);
       else
         launch_fc2<OpT, kFold, kSK, kRC, 8, 3, 32, false, kTR>(a, stream, pdl);
       return;

@@ -945,8 +945,11 @@ TEST(MoeGpu, DecodeStreamFc1ReadyWords) {
     std::vector<uint16_t> out;
     check_graph_replays(G, P, 3, "FC1 ready words", Q, out);
     check_against_reference(Q, G.as_float(out), 0.9999);
-    // The last-warp FC1 with constant ring slots (B12X_MOE_FC1_SLOT=1, probe): the same bits.
+    // The last-warp FC1 / the 3-stage 32-row FC2 with constant ring slots (B12X_MOE_FC1_SLOT=1 /
+    // B12X_MOE_FC2_SLOT=1, probes): the same bits.
     expect_probe_bit_equal(P, {}, {"B12X_MOE_FC1_SLOT", "1"}, "FC1 constant ring slots", false);
+    expect_probe_bit_equal(P, {{"B12X_MOE_FC2_ROWS", "32"}, {"B12X_MOE_FC2_STAGES", "3"}},
+                           {"B12X_MOE_FC2_SLOT", "1"}, "FC2 constant ring slots", false);
   }
 }
 

@@ -1193,7 +1193,7 @@ __global__ void __launch_bounds__(32 * kNW, kNW == DecodeCfg::kFc1Warps ? (kFold
 // kKil: the K-interleaved warp chunks of DecodeArgs::fc2_kil (8 warps x 3 stages, narrow
 // routing; a template constant, so the contiguous ranges' code is unchanged).
 template <typename OpT, bool kFold, int kSK, int kW, int kS, int kRC = detail::kMaxInlineRoutes,
-          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kTR = false>
+          int kR = DecodeCfg::kFc2Rows, bool kKil = false, bool kTR = false, bool kSlotU = false>
 __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 : 2)
                                            : kW == 8 && kS == 2 ? 4
                                                                 : 1)
@@ -1337,11 +1337,24 @@ __global__ void __launch_bounds__(32 * kW, kR == 32             ? (kS == 2 ? 3 :
     __syncwarp();
     const int slot = ring_slot;
     ring_slot = ring_slot + 1 == kS ? 0 : ring_slot + 1;
-    stage_mma<OpT, kFold, kSK, kM>(ring + slot * kStage, acc, g, t);
-    __syncwarp();
-    if (c + kS < n_my) {
-      issue(slot, nsrc, ni.k, true, true);
-      if (step(ni) && c + kS + 1 < n_my) nsrc = src_of(ni.t);
+    auto kstep = [&](int sl) {
+      stage_mma<OpT, kFold, kSK, kM>(ring + sl * kStage, acc, g, t);
+      __syncwarp();
+      if (c + kS < n_my) {
+        issue(sl, nsrc, ni.k, true, true);
+        if (step(ni) && c + kS + 1 < n_my) nsrc = src_of(ni.t);
+      }
+    };
+    if constexpr (kSlotU) {  // one body per slot of the 3-stage ring (kSlotU)
+      static_assert(kS == 3, "kSlotU: a 3-stage ring");
+      if (slot == 0)
+        kstep(0);
+      else if (slot == 1)
+        kstep(1);
+      else
+        kstep(2);
+    } else {
+      kstep(slot);
     }
     cp_async_commit();
     if (!step(cur) && c + 1 < n_my) continue;  // the range stays in this tile
