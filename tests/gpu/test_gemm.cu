@@ -4480,6 +4480,23 @@ TEST(GemmGpuSanitize, DecodeStream16) {
   }
 }
 
+TEST(GemmGpuSanitize, DecodeStream16Fx) {
+  B12X_REQUIRE_GPU();
+  // Session 29 probe: the block kernel's K split summed in the kernel (B12X_GEMM_S16_FX=1 / 2 /
+  // 3): split 3 with a K range past K (K = 1312) over a partial CTA (N = 40), M = 5 / 16, NVFP4
+  // W4A16 (8 and 16 warps) and W4A4 (converted in the staging on SM90), MXFP4 W4A16.
+  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
+  ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "3"), ecl("B12X_GEMM_S16_CL_RULE", "0");
+  for (const char* fx : {"1", "2", "3"}) {
+    ScopedEnv efx("B12X_GEMM_S16_FX", fx);
+    run_case({LinearFormat::kNvfp4W4A16, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
+    run_case({fx[0] == '2' ? LinearFormat::kNvfp4 : LinearFormat::kMxfp4W4A16, 5, 40, 1312,
+              DType::kBF16, DType::kBF16, false});
+  }
+  ScopedEnv efx("B12X_GEMM_S16_FX", "2"), ew("B12X_GEMM_S16_W16", "1");
+  run_case({LinearFormat::kNvfp4W4A16, 5, 40, 1312, DType::kBF16, DType::kFP16, true});
+}
+
 TEST(GemmGpuSanitize, DecodeStream16Fp8) {
   B12X_REQUIRE_GPU();
   // The FP8 block kernel (session 14): K split 3 with a K range past K (K = 1312: 41 atoms of 48),
