@@ -2949,7 +2949,7 @@ void run(const Binding& b, Stream stream) {
   // (Block FP8 / MXFP8 on the shared staging, Plan::decode_xshare: the quantizer's rows, shared
   // by the cluster.)
   const bool xs_quant = plan.decode_xshare > 1 && M >= plan.decode_xshare_min_m && M <= 16 &&
-                        im.wfmt != WFmt::kFp8 && !tiled;
+                        im.wfmt != WFmt::kFp8 && !tiled && !f8_block16;
   const bool xs_qpdl = plan.decode_xshare_qpdl && plan.pdl && !f8_block16 && !tiled && M <= 16;
   const bool staged_quant = (f8_block16 ? plan.stream16_qx : plan.decode_act_quant) && !tiled &&
                             !xs_quant && b.x.dtype == DType::kBF16 &&
