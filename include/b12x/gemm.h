@@ -366,12 +366,6 @@ struct Plan {
   /// memory, one CTA per SM, the split chosen for that (stream16_vp a multiple of 8, at most
   /// kS16OnceMaxVp = 16), partials + reduce.
   bool stream16_w16 = false;
-  /// NVFP4 / MXFP4 block kernel, staged once (session 29 probe, B12X_GEMM_S16_FX=1|2): the runs
-  /// through partials sum the split in the kernel (1: the CTA that finds its column's slots all
-  /// written; 2: every CTA of the column once all are, its share; flag words at off_s16_flags)
-  /// instead of the reduce launch; 0: the reduce (3, tests: 2 without the wait).
-  int stream16_fx = 0;
-  int64_t off_s16_flags = 0;
   /// FP8 weights (per-tensor, block FP8, MXFP8) on the block kernel (session 14,
   /// lin::launch_linear_stream16_f8; the stream16_* fields above describe its grid): its
   /// weight ring depth per warp (0: not the FP8 kernel). Its MMA kind is decode_fp8_mma.

@@ -748,7 +748,6 @@ std::string stream_rows_describe(const Plan& p) {
 std::string stream16_variant_tags(const Plan& p) {
   return std::string(p.stream16_qx ? " qx" : "") + (p.stream16_once ? " once" : "") +
          (p.stream16_qa ? " qa" : "") + (p.stream16_w16 ? " w16" : "") +
-         (p.stream16_fx > 0 ? " fx" + std::to_string(std::min(p.stream16_fx, 2)) : "") +
          (p.stream16_depth > 0 ? " f8d" + std::to_string(p.stream16_depth) : "") +
          (p.stream16_depth > 0 && p.stream16_occ == 3 ? " o3" : "") +
          (p.stream16_depth > 0 && p.stream16_var != 0 ? " v" + std::to_string(p.stream16_var) : "");
@@ -2290,24 +2289,6 @@ Plan plan(const Caps& caps) {
         p.stream16_once = var != 0;
         p.stream16_qa = qa;
         p.stream16_w16 = (var & lin::kS16VarW16) != 0;
-        // Session 29 probe (B12X_GEMM_S16_FX=1|2, lin::kS16VarFx / kS16VarFxSpread): the runs
-        // through partials sum the split in the kernel (no reduce launch) where its instances
-        // exist (every token-tile count; MXFP4's fold-free ones only: fold weights keep the
-        // reduce at run); =2 only where the grids are one wave and split <= 64 (the column's CTAs
-        // wait for each other, a bounded time: resident together).
-        if (const char* e = std::getenv("B12X_GEMM_S16_FX");
-            e != nullptr && e[0] >= '1' && e[0] <= '3' && var != 0) {
-          // (=3, tests: =2 without the wait, each CTA but the last to publish abandons its share.)
-          const int fx = e[0] - '0';
-          const int fvar = var | (fx >= 2 ? lin::kS16VarFxSpread : lin::kS16VarFx);
-          if (lin::stream16_fx_available(wf, fvar, 1, wf == lin::WFmt::kMxfp4) &&
-              lin::stream16_fx_available(wf, fvar, 2, wf == lin::WFmt::kMxfp4) &&
-              (fx == 1 ||
-               (std::max(split, p.stream16_split_lo) <= 64 &&
-                gx * std::max(split, p.stream16_split_lo) <=
-                    sms * lin::prepare_linear_stream16(caps.device, wf, tw, qx, fvar, split_vp))))
-            p.stream16_fx = fx;
-        }
         p.stream16_smem = lin::stream16_smem_bytes(tw, qx, var, split_vp);
         p.stream16_tiles = 8 * tw;
         p.stream16_min_m = static_cast<int>(s16_min);
@@ -2658,14 +2639,6 @@ Plan plan(const Caps& caps) {
   if (partial_rows > 0) {
     p.off_partial = off;
     off = align_up(off + partial_rows * geo.NP * 4);
-  }
-  // The in-kernel split sum's flag words: one per CTA of the block kernel's partials grids.
-  if (p.stream16_fx > 0) {
-    p.off_s16_flags = off;
-    const int64_t gx16 = (geo.n16 + p.stream16_tiles - 1) / p.stream16_tiles;
-    // (=2: a second row of words, the shares abandoned after the bounded wait.)
-    off = align_up(off + gx16 * std::max(p.stream16_split, p.stream16_split_lo) * 8 *
-                             (p.stream16_fx >= 2 ? 2 : 1));
   }
   // The M = 1 stream kernel's claim word (lin::kStreamVarClaim).
   if (p.decode_stream_var & lin::kStreamVarClaim) {
@@ -3241,20 +3214,11 @@ void run(const Binding& b, Stream stream) {
     if (cl) p.partial = nullptr;
     p.reduce_trig = ((plan.reduce_trig & 1) && plan.pdl ? 1 : 0) |
                     (p.partial != nullptr ? plan.reduce_trig & 2 : 0);
-    int var = (plan.stream16_once ? lin::kS16VarOnce : 0) | (cl ? lin::kS16VarCluster : 0) |
-              (s16_qa_run ? lin::kS16VarQa : 0) | (plan.stream16_w16 ? lin::kS16VarW16 : 0);
-    // Session 29 probe (Plan::stream16_fx): the split summed in the kernel, no reduce launch.
-    const int fvar = plan.stream16_fx >= 2 ? lin::kS16VarFxSpread : lin::kS16VarFx;
-    const bool fx = plan.stream16_fx > 0 && p.partial != nullptr &&
-                    lin::stream16_fx_available(im.wfmt, var | fvar, M <= 8 ? 1 : 2, p.mx_free != 0);
-    if (fx) {
-      var |= fvar;
-      p.s16_flags = reinterpret_cast<unsigned long long*>(b.scratch + plan.off_s16_flags);
-      p.s16_fx_spin = plan.stream16_fx == 3 ? 0 : lin::kS16FxSpin;
-    }
-    lin::launch_linear_stream16(im.wfmt, plan.stream16_tw,
-                                lo ? plan.stream16_smem_lo : plan.stream16_smem, p, stream, var);
-    if (p.partial != nullptr && !fx) lin::launch_linear_reduce(p, stream);
+    lin::launch_linear_stream16(
+        im.wfmt, plan.stream16_tw, lo ? plan.stream16_smem_lo : plan.stream16_smem, p, stream,
+        (plan.stream16_once ? lin::kS16VarOnce : 0) | (cl ? lin::kS16VarCluster : 0) |
+            (s16_qa_run ? lin::kS16VarQa : 0) | (plan.stream16_w16 ? lin::kS16VarW16 : 0));
+    if (p.partial != nullptr) lin::launch_linear_reduce(p, stream);
     return;
   }
   const bool m1_mx_qx = (plan.decode_stream_var & 8) && im.wfmt == WFmt::kMxfp4;

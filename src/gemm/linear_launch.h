@@ -101,7 +101,6 @@ struct StreamLaunch {
   int cluster = 0;           // block kernel: the K split summed in a cluster of this many CTAs
   bool qa = false;           // block kernel: FP4 activations converted in its staging (kS16VarQa)
   bool w16 = false;          // block kernel: 16 warps over two K halves (kS16VarW16)
-  int fx = 0;  // block kernel: the split summed in the kernel (1 kS16VarFx, 2 kS16VarFxSpread)
 };
 StreamLaunch last_stream_launch();
 /// 64-K vectors per K part: the tile's kvec vectors over split CTAs x parts warps, rounded up to
@@ -141,21 +140,6 @@ inline constexpr int kS16VarQa = 4;
 /// the staged-once kernel with 16 warps, two K halves of the same tiles summed in shared memory (1
 /// CTA per SM; p.stream_vp a multiple of 8, at most kS16OnceMaxVp; partials only, no cluster).
 inline constexpr int kS16VarW16 = 8;
-/// Session 29 probe (Plan::stream16_fx, B12X_GEMM_S16_FX=1): the staged-once kernel's K split
-/// summed in the kernel by the CTA that finds its column's partial slots all written (flag words
-/// p.s16_flags, %gridid-tagged: any scratch bytes; kernels/linear_stream.cuh s16_fx_sum): no
-/// reduce launch. Partials only (no cluster), 8 or 16 warps, BF16 or qa activations.
-inline constexpr int kS16VarFx = 16;
-/// ... every CTA of a column waiting for its column's flags and summing its share (=2; one-wave
-/// grids only: the column's CTAs must be resident together).
-inline constexpr int kS16VarFxSpread = 32;
-/// kS16VarFxSpread's wait for the column's flags (LinearParams::s16_fx_spin), clock64 cycles: ~33
-/// us at the H200's 1.98 GHz, far above the spread of a column's CTA ends, so that only CTAs that
-/// are not resident together (other streams' kernels holding the slots) reach it.
-inline constexpr long long kS16FxSpin = 1 << 16;
-/// Host only: whether the instance of (f, var with kS16VarFx or kS16VarFxSpread, nt token tiles,
-/// MXFP4 fold-free) exists.
-bool stream16_fx_available(WFmt f, int var, int nt, bool mx_free);
 /// Host only: whether the 16-warp instances of format f (qa: FP4 activations converted in the
 /// staging; else BF16) exist for every token-tile count and MXFP4 splat kind.
 bool stream16_w16_available(WFmt f, bool qa);

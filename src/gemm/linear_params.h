@@ -74,11 +74,9 @@ struct LinearParams {
   // Decode kernel at M = 1 (session 28): linear_decode_kernel's kVar (1 MXFP8's groups on
   // the MMA's columns, 2 the weight scales in the ring).
   int decode_var;
-  // M <= 16 block kernel's K split summed in the kernel (session 29 probe, lin::kS16VarFx): a
-  // flag word per CTA [gridDim.x][gridDim.y] (scratch after the partials; any bytes), or null.
+  // A word of the scratch for kernels that count or flag within a launch (session 29: the M = 1
+  // stream kernel's group claim, kStreamVarClaim; %gridid-tagged, so any bytes), or null.
   unsigned long long* s16_flags;
-  // ... kS16VarFxSpread: clock64 cycles a CTA waits for its column's flags (0: abandons at once).
-  long long s16_fx_spin;
 };
 
 /// LinearParams::stream_var bit of the M = 1 stream kernel's late ring requests (session 26; SM90

@@ -241,41 +241,12 @@ S16Fn pick_stream16_once(int nt, bool mx, bool mx_free) {
                    : &linear_stream16_once_kernel<2, 2, false, false, kCl, kQa, kW16>;
 }
 
-/// var & kS16VarFx / kS16VarFxSpread (session 29 probe): the split's partials summed in the kernel
-/// (kFx 1 / 2); staged once, fold-free MXFP4 only (the bench's and most checkpoints' weights), on
-/// BF16 activations or converted in the staging (qa), 8 or 16 warps.
-template <bool kQa, bool kW16, int kFx>
-S16Fn pick_stream16_fx(int nt, bool mx, bool mx_free) {
-  if (mx && !mx_free) return nullptr;
-  // (No 16-warp MXFP4 instance on BF16 activations, session 26.)
-  if constexpr (!kW16 || kQa)
-    if (mx)
-      return nt == 1 ? &linear_stream16_once_kernel<2, 1, true, true, false, kQa, kW16, kFx>
-                     : &linear_stream16_once_kernel<2, 2, true, true, false, kQa, kW16, kFx>;
-  if (mx) return nullptr;
-  return nt == 1 ? &linear_stream16_once_kernel<2, 1, false, false, false, kQa, kW16, kFx>
-                 : &linear_stream16_once_kernel<2, 2, false, false, false, kQa, kW16, kFx>;
-}
-template <int kFx>
-S16Fn pick_stream16_fx_var(int nt, bool mx, bool mx_free, bool qa, bool w16) {
-  if (w16)
-    return qa ? pick_stream16_fx<true, true, kFx>(nt, mx, mx_free)
-              : pick_stream16_fx<false, true, kFx>(nt, mx, mx_free);
-  return qa ? pick_stream16_fx<true, false, kFx>(nt, mx, mx_free)
-            : pick_stream16_fx<false, false, kFx>(nt, mx, mx_free);
-}
 /// var & kS16VarCluster (session 23): the split summed in a cluster (kCl) on the staged-once
 /// kernel only (the chunked kernel's qx instances, W4A4 NVFP4 converted in the kernel, measured
 /// +25 % at 4096x4096 / 2048x7168 in round 85 and were removed).
 S16Fn pick_stream16(int tw, int nt, bool mx, bool qx, bool mx_free = false, int var = 0) {
   const bool cl = (var & kS16VarCluster) != 0;
   const bool qa = (var & kS16VarQa) != 0;
-  if (var & (kS16VarFx | kS16VarFxSpread)) {
-    if (tw != 2 || qx || cl || !(var & kS16VarOnce)) return nullptr;
-    const bool w16 = (var & kS16VarW16) != 0;
-    return (var & kS16VarFxSpread) ? pick_stream16_fx_var<2>(nt, mx, mx_free, qa, w16)
-                                   : pick_stream16_fx_var<1>(nt, mx, mx_free, qa, w16);
-  }
   // Session 26: staged once, partials only; MXFP4 on FP4 activations converted in the staging
   // only (the rule's; MXFP4 W4A16 lost to its lo split at M <= 8 in round 97).
   if (var & kS16VarW16)
@@ -315,9 +286,6 @@ bool stream16_w16_available(WFmt f, bool qa) {
   return true;
 }
 
-bool stream16_fx_available(WFmt f, int var, int nt, bool mx_free) {
-  return pick_stream16(2, nt, f == WFmt::kMxfp4, false, mx_free, var) != nullptr;
-}
 bool stream16_available(WFmt f, bool fp16, int tw) {
   if (fp16 || (f != WFmt::kNvfp4 && f != WFmt::kMxfp4)) return false;
   return pick_stream16(tw, 2, f == WFmt::kMxfp4, false) != nullptr;
@@ -339,9 +307,7 @@ int prepare_linear_stream16(int device, WFmt f, int tw, bool qx, int var, int vp
   const ::b12x::detail::DeviceScope scope(device);
   int fit = 0;
   for (int nt : {1, 2}) {
-    // (The in-kernel split sum's MXFP4 instances are the fold-free ones only.)
-    const bool mx = f == WFmt::kMxfp4;
-    const S16Fn k = pick_stream16(tw, nt, mx, qx, mx && (var & (kS16VarFx | kS16VarFxSpread)), var);
+    const S16Fn k = pick_stream16(tw, nt, f == WFmt::kMxfp4, qx, false, var);
     B12X_ASSERT(k != nullptr, "no M <= 16 block kernel for format ", static_cast<int>(f),
                 " tw=", tw, " qx=", qx);
     int blocks = 0;
@@ -398,9 +364,7 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                       : (p.act_kind == kActRaw16 || qx) && p.xs_kind == kXsNone) &&
                   p.stream_vp > 0 && p.stream_vp % kS16ChunkV == 0 &&
                   int64_t{p.stream_vp} * split >= p.kvec &&
-                  (split == 1 || p.partial != nullptr || (var & kS16VarCluster)) &&
-                  (!(var & (kS16VarFx | kS16VarFxSpread)) ||
-                   (p.partial != nullptr && p.s16_flags != nullptr)),
+                  (split == 1 || p.partial != nullptr || (var & kS16VarCluster)),
               "M <= 16 block kernel: M=", p.M, " act=", p.act_kind, " vp=", p.stream_vp,
               " split=", split);
   const bool cl = (var & kS16VarCluster) != 0;
@@ -425,10 +389,7 @@ void launch_linear_stream16(WFmt f, int tw, int64_t smem, const LinearParams& p,
                         p.stream_trig != 0,
                         cl ? split : 0,
                         qa,
-                        (var & kS16VarW16) != 0,
-                        (var & kS16VarFxSpread) ? (p.s16_fx_spin == 0 ? 3 : 2)
-                        : (var & kS16VarFx)     ? 1
-                                                : 0};
+                        (var & kS16VarW16) != 0};
   B12X_CUDA_CHECK(
       b12x::detail::launch_ex(k, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(split)),
                               dim3(stream16_threads(var)), static_cast<size_t>(smem), stream,

@@ -123,9 +123,6 @@ uint8_t random_e4m3(std::mt19937_64& g) {
 std::function<void(LinearFormat, HostWeight&)> g_weight_tweak;
 /// run_case's graph replays (each on a poisoned output; the last one is checked).
 int g_graph_replays = 1;
-/// run_case's further graph replays with the activations alternating between two sets, each
-/// checked (kernels with per-launch flag words in the scratch).
-int g_graph_alt_replays = 0;
 
 HostWeight make_weight(LinearFormat f, int64_t N, int64_t K) {
   auto& g = test::rng();
@@ -568,21 +565,6 @@ void run_case(const Case& c, bool graph_replay = false, int* tiled_wgmma = nullp
     if (f8_wgmma) bound2 = fp8_wgmma_bound(c, hw, a2, f8_chain);
     const Check ck = check_out(graph_out, c.out, reference(a2), f8_wgmma ? &bound2 : nullptr);
     EXPECT_EQ(ck.bad, 0) << "replay: " << ck.cmp.str();
-    if (g_graph_alt_replays > 0 && !f8_wgmma) {
-      const std::vector<double> refs[2] = {reference(a), reference(a2)};
-      for (int r = 0; r < g_graph_alt_replays; ++r) {
-        Acts& ar = (r % 2) ? a2 : a;
-        B12X_TEST_CUDA(cudaMemcpy(a.dx->ptr, ar.x.data(), ar.x.size(), cudaMemcpyHostToDevice));
-        if (!ar.xs.empty())
-          B12X_TEST_CUDA(
-              cudaMemcpy(a.dxs->ptr, ar.xs.data(), ar.xs.size(), cudaMemcpyHostToDevice));
-        B12X_TEST_CUDA(cudaDeviceSynchronize());
-        out.poison();
-        B12X_TEST_CUDA(cudaGraphLaunch(exec, stream));
-        B12X_TEST_CUDA(cudaStreamSynchronize(stream));
-        EXPECT_EQ(check_out(out.download(), c.out, refs[r % 2]).bad, 0) << "replay " << r;
-      }
-    }
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
   }
@@ -2894,62 +2876,6 @@ TEST(GemmGpu, DecodeStream16Cluster) {
   }
 }
 
-TEST(GemmGpu, DecodeStream16Fx) {
-  B12X_REQUIRE_GPU();
-  // Session 29 probe (B12X_GEMM_S16_FX=1|2|3, lin::kS16VarFx / kS16VarFxSpread): the staged-once
-  // kernel's K split summed in the kernel (%gridid flag words in a scratch of random bytes, no
-  // reduce launch) by the CTA that finds its column's slots written (1), by every CTA of the
-  // column, its share, after a bounded wait (2), or with no wait (3: every CTA but the last to
-  // publish abandons its share to it, the fallback of 2). NVFP4 / MXFP4, W4A16 / W4A4 (converted
-  // in the staging where the device's default does, else the pre-pass), 8 and 16 warps, M = 2 /
-  // 5 / 8 / 16 (one and two token tiles), splits 2 / 3 / 8 / 14 (K = 1312: the last range 9 of
-  // 12 vectors; 2848: 13 of 16; 4096; 7168), N = 72 / 200 / 520 (CTAs with fewer tiles, rows past
-  // N), bias, FP16 outputs, capacity above M, graphs replayed 6 more times with alternating
-  // activations; the modes take turns over the grid.
-  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
-  ScopedEnv ecl("B12X_GEMM_S16_CL_RULE", "0");
-  const std::array<int64_t, 4> ks = {1312, 2848, 4096, 7168};
-  const std::array<int, 4> splits = {2, 3, 8, 14};
-  const std::array<int64_t, 3> ns = {72, 200, 520};
-  int i = 0, j = 0;
-  for (const char* w16 : {"0", "1"})
-    for (const LinearFormat f : {LinearFormat::kNvfp4W4A16, LinearFormat::kNvfp4,
-                                 LinearFormat::kMxfp4W4A16, LinearFormat::kMxfp4})
-      for (const int64_t M : {2, 5, 8, 16})
-        for (const int fx : {1, 2, 3}) {
-          const bool mx = f == LinearFormat::kMxfp4W4A16 || f == LinearFormat::kMxfp4;
-          if (w16[0] == '1' && f == LinearFormat::kMxfp4W4A16) continue;  // no 16-warp instance
-          if ((j++ + fx) % 3) continue;
-          const int64_t K = ks[i % 4];
-          const int sp = splits[i % 4];
-          ScopedEnv efx("B12X_GEMM_S16_FX", std::to_string(fx).c_str());
-          ScopedEnv ew("B12X_GEMM_S16_W16", w16);
-          ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", std::to_string(sp).c_str());
-          Case c{f,
-                 M,
-                 ns[i % 3],
-                 K,
-                 DType::kBF16,
-                 (i % 5) == 0 ? DType::kFP16 : DType::kBF16,
-                 (i % 2) == 0};
-          c.max_tokens = (i % 4) == 1 ? 16 : M;
-          ++i;
-          g_graph_alt_replays = (i % 2) ? 6 : 0;
-          const int64_t before = gemm::lin::last_stream_launch().serial;
-          run_case(c, /*graph_replay=*/(i % 2) == 1);
-          g_graph_alt_replays = 0;
-          const gemm::lin::StreamLaunch l = gemm::lin::last_stream_launch();
-          SCOPED_TRACE("fx " + std::to_string(fx) + " M " + std::to_string(M) + " K " +
-                       std::to_string(K) + " w16 " + w16);
-          EXPECT_GT(l.serial, before);
-          EXPECT_TRUE(l.once);
-          EXPECT_EQ(l.cluster, 0);
-          // (16 warps: vp a multiple of 8, so the split run may differ from the forced one.)
-          if (w16[0] == '0') EXPECT_EQ(l.split, sp);
-          EXPECT_EQ(l.fx, l.split > 1 && (!mx || l.mx_free) ? fx : 0);
-        }
-}
-
 /// The K split the FP8 block kernel runs for a forced split (its CTAs hold whole 256-K chunks,
 /// so a forced split can leave fewer K ranges).
 int f8_split(int64_t K, int split) {
@@ -4478,23 +4404,6 @@ TEST(GemmGpuSanitize, DecodeStream16) {
     ScopedEnv eq0("B12X_GEMM_STREAM16_QX", "0");  // W4A4 through the pre-pass
     run_case({LinearFormat::kNvfp4, 5, 40, 1312, DType::kBF16, DType::kBF16, false});
   }
-}
-
-TEST(GemmGpuSanitize, DecodeStream16Fx) {
-  B12X_REQUIRE_GPU();
-  // Session 29 probe: the block kernel's K split summed in the kernel (B12X_GEMM_S16_FX=1 / 2 /
-  // 3): split 3 with a K range past K (K = 1312) over a partial CTA (N = 40), M = 5 / 16, NVFP4
-  // W4A16 (8 and 16 warps) and W4A4 (converted in the staging on SM90), MXFP4 W4A16.
-  ScopedEnv e16("B12X_GEMM_STREAM16", "1"), em("B12X_GEMM_STREAM16_MINM", "2");
-  ScopedEnv es("B12X_GEMM_STREAM16_SPLIT", "3"), ecl("B12X_GEMM_S16_CL_RULE", "0");
-  for (const char* fx : {"1", "2", "3"}) {
-    ScopedEnv efx("B12X_GEMM_S16_FX", fx);
-    run_case({LinearFormat::kNvfp4W4A16, 16, 40, 1312, DType::kBF16, DType::kBF16, true});
-    run_case({fx[0] == '2' ? LinearFormat::kNvfp4 : LinearFormat::kMxfp4W4A16, 5, 40, 1312,
-              DType::kBF16, DType::kBF16, false});
-  }
-  ScopedEnv efx("B12X_GEMM_S16_FX", "2"), ew("B12X_GEMM_S16_W16", "1");
-  run_case({LinearFormat::kNvfp4W4A16, 5, 40, 1312, DType::kBF16, DType::kFP16, true});
 }
 
 TEST(GemmGpuSanitize, DecodeStream16Fp8) {

@@ -1001,142 +1001,6 @@ __device__ __forceinline__ void s16_cluster_store(const LinearParams& p,
       });
 }
 
-/// kFx (session 29 probe, lin::kS16VarFx / kS16VarFxSpread): the K split's partials summed in
-/// the kernel instead of linear_reduce_kernel's second launch (session 28's stamps: ~2.2 us from
-/// this grid's end through the reduce grid to the next call's release). Each CTA, once its partial
-/// stores are issued (CTA barrier), publishes its slot with a flag word p.s16_flags[x][y] =
-/// %gridid (new at every launch and graph replay, session 21: the scratch's earlier bytes never
-/// match, so nothing is reset and no counter or CAS is involved; sessions 21 / 22's claims by CAS
-/// serialized a row group on one word), then a fence.sc and a read of its column's flags.
-/// kFx 1: the CTA that finds every flag set sums the column's rows (of two CTAs that publish
-/// concurrently at least one sees the other: store, fence.sc, load on both sides; two that both
-/// see every flag store the same values). kFx 2: every CTA of the column waits for all flags and
-/// sums its 1 / split share of the rows (the bytes spread over the column's SMs as the reduce
-/// kernel spreads them; needs the column's CTAs resident together: the plan's one-wave grids).
-/// The sums add the slots in order from zero as linear_reduce_kernel does (the same bits), from
-/// 16-byte L2 loads (__ldcg: the other CTAs' slots), 8 slots in flight per thread.
-__device__ __forceinline__ uint64_t s16_grid_id() {
-  uint64_t g;
-  asm volatile("mov.u64 %0, %%gridid;" : "=l"(g));
-  return g;
-}
-/// Whether all n flag words at f hold gid (relaxed loads, 16 in flight).
-__device__ __forceinline__ bool s16_flags_set(const unsigned long long* f, int n, uint64_t gid) {
-  bool all = true;
-  for (int z0 = 0; z0 < n; z0 += 16) {
-    uint64_t v[16];
-#pragma unroll
-    for (int u = 0; u < 16; ++u) {
-      v[u] = gid;
-      if (z0 + u < n)
-        asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];"
-                     : "=l"(v[u])
-                     : "l"(f + z0 + u)
-                     : "memory");
-    }
-#pragma unroll
-    for (int u = 0; u < 16; ++u) all = all && v[u] == gid;
-  }
-  return all;
-}
-/// Share y of `shares` of the CTA's column (M token rows x its rows' float4s): the slots added in
-/// order from zero, mult and bias, stored.
-template <int kThreads>
-__device__ __forceinline__ void s16_fx_share(const LinearParams& p, int64_t row0, int tpc,
-                                             float mult, int y, int shares) {
-  const int split = static_cast<int>(gridDim.y);
-  const int q4 = tpc * 4;  // float4s of a token row of the CTA's rows
-  const int n = static_cast<int>(p.M) * q4;
-  const int e0 = n * y / shares, e1 = n * (y + 1) / shares;
-  const int64_t zs = p.M * p.NP;
-  for (int e = e0 + threadIdx.x; e < e1; e += kThreads) {
-    const int tok = e / q4, r = (e - tok * q4) * 4;
-    const float* const src = p.partial + tok * p.NP + row0 + r;
-    float s[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int z0 = 0; z0 < split; z0 += 8) {
-      float4 v[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u)
-        if (z0 + u < split) v[u] = __ldcg(reinterpret_cast<const float4*>(src + (z0 + u) * zs));
-#pragma unroll
-      for (int u = 0; u < 8; ++u)
-        if (z0 + u < split) {
-          s[0] += v[u].x;
-          s[1] += v[u].y;
-          s[2] += v[u].z;
-          s[3] += v[u].w;
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      if (row0 + r + i < p.N) store_out_elem(p, tok, row0 + r + i, s[i], mult);
-  }
-}
-
-template <int kThreads, int kFx>
-__device__ __forceinline__ void s16_fx_sum(const LinearParams& p, int64_t row0, int tpc,
-                                           float mult) {
-  // s16_fx_do: 0 nothing, 1 the column (kFx 1) / this CTA's share (kFx 2), 2 (kFx 2, a CTA that
-  // published last) its share and every share abandoned, s16_fx_aband (bit y; split <= 64).
-  __shared__ int s16_fx_do;
-  __shared__ unsigned long long s16_fx_aband;
-  const int split = static_cast<int>(gridDim.y);
-  __syncthreads();  // every partial store of the CTA issued
-  if (threadIdx.x == 0) {
-    unsigned long long* const f = p.s16_flags + static_cast<int64_t>(blockIdx.x) * split;
-    const uint64_t gid = s16_grid_id();
-    // Release: the CTA's partial stores (ordered before by the barrier; fences are cumulative).
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
-    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(f + blockIdx.y), "l"(gid) : "memory");
-    asm volatile("fence.sc.gpu;" ::: "memory");
-    bool all = s16_flags_set(f, split, gid);
-    int act = all ? (kFx == 2 ? 2 : 1) : 0;
-    unsigned long long aband = 0;
-    if constexpr (kFx == 2) {
-      // Wait a bounded time for the column (its CTAs need not be resident together: other
-      // streams' kernels may hold the slots); past it, mark this share abandoned (the second flag
-      // row, p.s16_flags + gridDim.x x split) and leave it to a CTA that publishes later. Of an
-      // abandoning CTA (store, fence.sc, re-read of the flags) and a later publisher (store,
-      // fence.sc, read of the marks) at least one sees the other, so the share is summed.
-      unsigned long long* const ab = f + static_cast<int64_t>(gridDim.x) * split;
-      if (!all) {
-        const long long t0 = clock64();
-        while (!(all = s16_flags_set(f, split, gid)) && clock64() - t0 < p.s16_fx_spin) {
-        }
-        if (!all) {
-          asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(ab + blockIdx.y), "l"(gid)
-                       : "memory");
-          asm volatile("fence.sc.gpu;" ::: "memory");
-          all = s16_flags_set(f, split, gid);
-        }
-        act = all ? 1 : 0;
-      } else {
-        for (int z = 0; z < split; ++z) {
-          uint64_t v;
-          asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(ab + z) : "memory");
-          if (v == gid) aband |= 1ull << z;
-        }
-      }
-    }
-    if (all) asm volatile("fence.acq_rel.gpu;" ::: "memory");  // acquire the other slots
-    s16_fx_do = act;
-    s16_fx_aband = aband;
-  }
-  __syncthreads();
-  const int act = s16_fx_do;
-  if (act == 0) return;
-  const unsigned long long aband = s16_fx_aband;
-  if constexpr (kFx == 1) {
-    s16_fx_share<kThreads>(p, row0, tpc, mult, 0, 1);
-  } else {
-    s16_fx_share<kThreads>(p, row0, tpc, mult, static_cast<int>(blockIdx.y), split);
-    if (act == 2)
-      for (int y = 0; y < split; ++y)
-        if (((aband >> y) & 1) && y != static_cast<int>(blockIdx.y))
-          s16_fx_share<kThreads>(p, row0, tpc, mult, y, split);
-  }
-}
-
 /// kMx: MXFP4 weights (E8M0 per 32 K, 8 scale bytes per row and chunk): the splats
 /// are 2^(e-127) pairs, applied after the 2^119 that brings the decoded FP4 bits to v * 2^-7
 /// (two exact multiplies, as the decode kernel's fold: one with 2^(e-8) would overflow BF16 for
@@ -1390,14 +1254,13 @@ __host__ __device__ constexpr int s16_once_smem(int tw, int vp) {
 /// splats are the 8-warp kernel's bytes (each warp's splats cover its half), 1 CTA per SM (512 x <=
 /// 128 registers).
 template <int kTw, int kNt, bool kMx = false, bool kMxFree = false, bool kCl = false,
-          bool kQa = false, bool kW16 = false, int kFx = 0>
+          bool kQa = false, bool kW16 = false>
 __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 : 2)
     linear_stream16_once_kernel(const LinearParams p) {
   static_assert(!kMxFree || kMx, "fold-free splats: MXFP4 only");
   static_assert(kTw == 1 || kTw == 2, "tiles per warp");
   static_assert(kNt == 1 || kNt == 2, "n8 token tiles");
   static_assert(!(kW16 && kCl), "16 warps: partials only (the cluster sum lost, round 97)");
-  static_assert(kFx == 0 || !kCl, "the split sum in the kernel: partials only");
 
   constexpr int kDepth = kStreamDepth;
   static_assert(kDepth % kTw == 0 && (kS16ChunkV * kTw) % kDepth == 0, "ring order");
@@ -1567,17 +1430,15 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
     };
     if (half == 1) s16_each_acc(acc, [&](float a, int j, int n, int i) { red[slot(j, n, i)] = a; });
     __syncthreads();
-    // (kFx: the second half stays for the CTA barriers and the sum.)
-    if (half == 1 && kFx == 0) {
+    if (half == 1) {
       griddep_launch_dependents();
       return;
     }
-    if (half == 0)
-      s16_each_acc(acc, [&](float, int j, int n, int i) { acc[j][n][i] += red[slot(j, n, i)]; });
+    s16_each_acc(acc, [&](float, int j, int n, int i) { acc[j][n][i] += red[slot(j, n, i)]; });
   }
   if constexpr (kCl) {
     s16_cluster_store<kTw, kNt>(p, acc, dsm, cr.row0, cr.tpc, mult, warp, g, t);
-  } else if (half == 0) {
+  } else {
 #pragma unroll
     for (int j = 0; j < kTw; ++j) {
       const int64_t tile = cr.tile0 + j;
@@ -1585,7 +1446,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32 * (kW16 ? 2 : 1), kW16 ? 1 :
       stream_store_tile<kNt>(p, acc[j], tile, static_cast<int64_t>(blockIdx.y), mult, g, t);
     }
   }
-  if constexpr (kFx != 0) s16_fx_sum<kThreads, kFx>(p, cr.row0, cr.tpc, mult);
   griddep_launch_dependents();
 }
 
