@@ -217,13 +217,6 @@ struct PagedPlan {
   /// 16/2/256 B=8 25.0 / 25.3 -> 24.7 / 24.9, BF16 37.9 / 38.2 -> 37.8 / 37.9, BF16 32/8/128
   /// B=1 x 8k 13.0 / 13.0 -> 12.8 / 12.9.
   bool epilogue_half = true;
-  /// Probes (session 29; early-K/V wideh3 / hcvt8 plans): early_probe 1 = B12X_ATTN_TAIL_PF=n
-  /// (1 <= n <= 8): the early instance that prefetches the last n tiles of each split beyond the
-  /// ring into L2 at once (kernel suffix `_tail<n>`); 2 = B12X_ATTN_EARLY_REFILL=1: the loop
-  /// refills a stage right after its compute, before the next tile's wait (suffix `_refill`).
-  /// 0: the default.
-  int early_probe = 0;
-  int tail_pf = 0;
   std::string kernel;          ///< kernel variant name (logging / diagnostics)
   const void* impl = nullptr;  ///< internal: the chosen kernel variant
 

@@ -456,46 +456,15 @@ PagedPlan plan_paged(const PagedCaps& caps, Stream stream) {
                    dev.family == ArchFamily::kSm90 && k->launch_early_cap != nullptr;
   const char* eh_env = std::getenv("B12X_ATTN_EPILOGUE_HALF");
   if (eh_env != nullptr) plan.epilogue_half = std::string(eh_env) != "0";
-  // Probes (session 29; PagedPlan::early_probe), where compiled (wideh3, hcvt8, the refill also
-  // wide3 / hcvt3 d128; stamped too with B12X_ATTN_STAMPS=1 where the stamped twin exists:
-  // wideh3): B12X_ATTN_TAIL_PF=n, the
-  // early instance with the split's last n tiles beyond the ring prefetched into L2 at once (at
-  // most 2 x threads tail tokens per CTA: the kernel's id registers); B12X_ATTN_EARLY_REFILL=1,
-  // the early instance whose loop refills a stage right after its compute.
-  if (const char* tp_env = std::getenv("B12X_ATTN_TAIL_PF")) {
-    const int n = std::atoi(tp_env);
-    if (plan.early_kv && k->launch_early_probe[detail::kProbeTail] != nullptr && n > 0 && n <= 8 &&
-        n * k->tile_kv <= 2 * k->threads) {
-      plan.early_probe = detail::kProbeTail;
-      plan.tail_pf = n;
-    }
-  }
-  if (const char* er_env = std::getenv("B12X_ATTN_EARLY_REFILL")) {
-    if (plan.early_kv && k->launch_early_probe[detail::kProbeRefill] != nullptr &&
-        std::string(er_env) == "1") {
-      plan.early_probe = detail::kProbeRefill;
-      plan.tail_pf = 0;
-    }
-  }
-  if (plan.stamps && plan.early_probe > 0 &&
-      k->launch_stamp_early_probe[plan.early_probe] == nullptr)
-    plan.stamps = false;
-  plan.early_cap = plan.early_cap && plan.early_probe == 0;
   if (plan.lean) {
     plan.kernel += plan.spec ? "_lean_spec" : "_lean";
     if (plan.early_kv) plan.kernel += "_early";
-    if (plan.early_probe == detail::kProbeTail)
-      plan.kernel += "_tail" + std::to_string(plan.tail_pf);
-    if (plan.early_probe == detail::kProbeRefill) plan.kernel += "_refill";
     if (plan.early_cap) plan.kernel += "_r208";
     if (plan.stamps) plan.kernel += "_stamps";
-    const void* fn = plan.stamps && plan.early_probe > 0
-                         ? k->func_stamp_early_probe[plan.early_probe]
-                     : plan.stamps          ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
-                     : plan.early_probe > 0 ? k->func_early_probe[plan.early_probe]
-                     : plan.early_cap       ? k->func_early_cap
-                     : plan.early_kv        ? k->func_early
-                                            : k->func_lean;
+    const void* fn = plan.stamps      ? (plan.early_kv ? k->func_stamp_early : k->func_stamp)
+                     : plan.early_cap ? k->func_early_cap
+                     : plan.early_kv  ? k->func_early
+                                      : k->func_lean;
     const DeviceScope scope(caps.device);
     B12X_CUDA_CHECK(::b12x::detail::opt_in_smem(fn, k->smem));
   }
@@ -800,15 +769,12 @@ void run_paged(const PagedBinding& b, Stream stream) {
     p.stamps = reinterpret_cast<unsigned long long*>(b.scratch + plan.off_stamps);
     p.stamp_merge = plan.stamp_merge;
   }
-  p.tail_pf = plan.tail_pf;
-  const detail::LaunchFn main_fn =
-      plan.stamps && plan.early_probe > 0 ? k->launch_stamp_early_probe[plan.early_probe]
-      : plan.stamps          ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
-      : plan.early_probe > 0 ? k->launch_early_probe[plan.early_probe]
-      : plan.early_cap       ? k->launch_early_cap
-      : plan.early_kv        ? k->launch_early
-      : plan.lean            ? k->launch_lean
-                             : k->launch;
+  const detail::LaunchFn main_fn = plan.stamps
+                                       ? (plan.early_kv ? k->launch_stamp_early : k->launch_stamp)
+                                   : plan.early_cap ? k->launch_early_cap
+                                   : plan.early_kv  ? k->launch_early
+                                   : plan.lean      ? k->launch_lean
+                                                    : k->launch;
   main_fn(p, grid, s, pdl);
   B12X_CUDA_CHECK_LAUNCH();
   if (b.num_splits > 1 && !fused) {

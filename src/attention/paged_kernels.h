@@ -24,9 +24,6 @@ inline cudaError_t launch_kernel(Kernel kernel, dim3 grid, int threads, int smem
                                    dim3(1, 1, 1), p);
 }
 
-/// KernelInfo::func_early_probe indices (session 29 probes).
-constexpr int kProbeTail = 1, kProbeRefill = 2;
-
 struct KernelInfo {
   int dqk = 0, dv = 0;
   /// 0 extend, 1 decode wide (4 warps x 16 tokens), 2 deep (2 x 16; FP8 head dims 64 / 192),
@@ -56,13 +53,6 @@ struct KernelInfo {
   const void* func_early_cap = nullptr;
   LaunchFn launch_early_cap = nullptr;
   LaunchFn launch_stamp_early = nullptr;
-  /// Session 29's probes of the early instance (PagedPlan::early_probe; index kProbeTail:
-  /// kVarTailPf, kProbeRefill: kVarEarlyRefill), and stamped; null where not compiled (wideh3,
-  /// hcvt8, the refill also wide3 / hcvt3 d128; stamped: wideh3).
-  const void* func_early_probe[3] = {};
-  LaunchFn launch_early_probe[3] = {};
-  const void* func_stamp_early_probe[3] = {};
-  LaunchFn launch_stamp_early_probe[3] = {};
   const char* name = "";
 };
 

@@ -100,9 +100,6 @@ struct PagedParams {
   // first, merge CTAs from stamps + stamp_merge (see kStampSlots in the kernels); null: off.
   unsigned long long* stamps;
   int64_t stamp_merge;
-  // Probe kVarTailPf (session 29, B12X_ATTN_TAIL_PF): the last tail_pf tiles of a split beyond
-  // the ring are prefetched into L2 at once.
-  int32_t tail_pf;
 };
 
 }  // namespace b12x::attention::detail

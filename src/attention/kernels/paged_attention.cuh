@@ -597,27 +597,12 @@ __device__ __forceinline__ void prefetch_first_tiles(const PagedParams& p, int t
 /// kVar (session 25, early-K/V lean instances only): kVarVdEarly loads the V descale before the
 /// epilogue's barriers, kVarQPrefetch prefetches the CTA's Q rows into L2 before the PDL wait.
 /// hcvt8's early instance runs both (round 94; paged_instances.cuh).
-/// kVarTailPf (session 29 probe, B12X_ATTN_TAIL_PF=n): when n tiles of the split lie beyond the
-/// ring's reach (the tiles after those in flight), the CTA prefetches them all into L2 at once,
-/// so its last tiles have n + ahead tiles' bytes in flight instead of ahead. Round 105's stamps
-/// (BF16 wideh3 B = 8): the DRAM streams at ~4.76 TB/s until ~23 us after the release, then
-/// thins as CTAs end (each CTA bound by its 2 tiles in flight, fewer than ~60 streaming CTAs do
-/// not keep the DRAM busy). More bytes per CTA only in its last tiles: the late CTAs take a larger
-/// share of a thinning stream, where session 9's in-loop prefetch (every iteration) lost.
-/// kVarEarlyRefill (session 29 probe, B12X_ATTN_EARLY_REFILL=1): the loop issues tile it + 1 +
-/// ahead at the end of iteration it (after a barrier: every warp is done with the stage) instead
-/// of at the top of iteration it + 1, after tile it + 1's wait. The freed stage then holds a tile
-/// in flight during that wait: kStages tiles in flight while the CTA waits (wideh3 3 instead of
-/// 2, hcvt8 2 instead of 1) at the same shared memory, one barrier more per tile. The ids of tile
-/// t then ride with tile t - ahead - 1 (landed at iteration t - ahead - 1's wait), in a ring of
-/// kStages + 1 slots (the slot written while tile t's ids are read must differ from theirs).
-constexpr int kVarVdEarly = 1, kVarQPrefetch = 2, kVarTailPf = 4, kVarEarlyRefill = 8;
+constexpr int kVarVdEarly = 1, kVarQPrefetch = 2;
 template <typename T, typename Cfg, bool kLean, bool kStamp, bool kEarly, int kVar = 0>
 __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   static_assert(!kStamp || (kLean && Cfg::kDecode), "stamps: lean decode instances");
   static_assert(kVar == 0 || kEarly, "kVar: early-K/V lean instances");
   constexpr bool kVdEarly = (kVar & kVarVdEarly) != 0;
-  constexpr bool kER = (kVar & kVarEarlyRefill) != 0;
   static_assert(!kEarly || (kLean && Cfg::kDecode), "early K/V: lean decode instances");
   stamp<kStamp>(p, 0);
   constexpr int kDqk = Cfg::kDqk, kDv = Cfg::kDv, kBN = Cfg::kBN, kBM = Cfg::kBM;
@@ -634,8 +619,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* sConv = smem + Cfg::kQBytes;  // fp8 only: bf16 K then V tile
   int32_t* sIds = reinterpret_cast<int32_t*>(smem + Cfg::kQBytes + Cfg::kConvBytes);  // id ring
-  // kVarEarlyRefill: the id ring's extra slot (kIdSlots = kStages + 1)
-  __shared__ __align__(16) int32_t s_ids_extra[kER ? Cfg::kBN : 1];
   uint8_t* sRing = smem + Cfg::kQBytes + Cfg::kConvBytes + Cfg::kIdBytes;  // stages, merge area
   static_assert(!Cfg::kQInRegs || kBM * kDqk * 2 <= Cfg::kStageBytes, "Q staging fits a stage");
   uint8_t* sQ = Cfg::kQInRegs ? sRing + (kStages - 1) * Cfg::kStageBytes : smem;
@@ -1026,19 +1009,12 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   };
   // Ids of tile t's tokens -> id-ring slot t % kStages (zero past the range, nothing read).
   static_assert(kBN <= kThreads, "one thread per tile token copies the page ids");
-  constexpr int kIdSlots = kStages + (kER ? 1 : 0);
-  auto id_slot = [&](int t) -> int32_t* {
-    const int sl = t % kIdSlots;
-    if constexpr (kER) {
-      if (sl == kStages) return s_ids_extra;
-    }
-    return sIds + sl * kBN;
-  };
   auto issue_ids = [&](int t) {
     if (tid < kBN) {
       const int pos = kv_begin + t * kv_step + tid;
       const bool valid = pos < kv_end;
-      cp_async4(smem_u32(id_slot(t) + tid), valid ? table + (pos >> p.page_shift) : table, valid);
+      cp_async4(smem_u32(sIds + (t % kStages) * kBN + tid),
+                valid ? table + (pos >> p.page_shift) : table, valid);
     }
   };
   // One tile's copies; rows past the range are zero-filled (src-size 0). page_at(j): the
@@ -1131,13 +1107,12 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     // tile 0 always issued (zero-filled when the range is empty)
     load_tile(0, 0, [&](int j) { return page_of(pg0[0], j); });
     issue_ids(ahead);
-    if constexpr (kER) issue_ids(ahead + 1);  // group s carries tile s + ahead + 1's ids
     cp_async_commit();
 #pragma unroll
     for (int s = 1; s < kStages; ++s) {
       if (s >= pro) break;
       if (s < n_tiles) load_tile(s, s, [&](int j) { return page_of(pg0[s], j); });
-      issue_ids(s + ahead + (kER ? 1 : 0));
+      issue_ids(s + ahead);
       cp_async_commit();
     }
   };
@@ -1194,8 +1169,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
 #pragma unroll
         for (int s = 0; s < kStages; ++s)
           if (s < pro) issue_ids(s + ahead);
-        if constexpr (kER)
-          issue_ids(pro + ahead);  // the ids of tiles ahead .. 2 ahead (pro = ahead)
         cp_async_commit();
       } else {
         issue_prologue();
@@ -1238,31 +1211,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
   auto ring_page = [&](const int32_t* ids, int j) {
     return static_cast<int>(min(static_cast<uint32_t>(ids[j]), max_page));
   };
-  // kVarTailPf: the tail's page ids are loaded here, long before their use (a load issued behind
-  // the ring's copies returns after them, see the loader), one per token: thread i takes tail
-  // tokens i, i + kThreads (at most kTailRegs x kThreads tokens, plan-checked).
-  constexpr bool kTailPf = (kVar & kVarTailPf) != 0;
-  constexpr int kTailRegs = kTailPf ? 2 : 1;
-  int tail_it = -1;  // the iteration that prefetches the tail (CTA-uniform; -1: none)
-  int tail_first = 0;
-  int tail_pg[kTailRegs];
-  if constexpr (kTailPf) {
-    const int n_tail = min(p.tail_pf, n_tiles - 1 - ahead);
-    if (n_tail > 0) {
-      tail_first = n_tiles - n_tail;
-      tail_it = tail_first - 1 - ahead;  // its refill issues tile tail_first - 1
-#pragma unroll
-      for (int r = 0; r < kTailRegs; ++r) {
-        const int i = tid + r * kThreads;
-        const int pos = kv_begin + (tail_first + i / kBN) * kv_step + i % kBN;
-        tail_pg[r] =
-            i < n_tail * kBN && pos < kv_end
-                ? static_cast<int>(
-                      min(static_cast<uint32_t>(__ldg(table + (pos >> p.page_shift))), max_page))
-                : -1;
-      }
-    }
-  }
 
   constexpr int kMB = Cfg::kMB;     // 16-row MMA blocks per warp
   const int wrow0 = wm * 16 * kMB;  // this warp's first row in the CTA tile
@@ -1318,43 +1266,23 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
     // Group g holds tile g (the full ring's iteration 0 commits none): `ahead` groups may stay
     // pending at iteration 0 of the full ring, ahead - 1 otherwise.
     const bool refill = !(full_ring && it == 0);  // the full ring's stages are all in use
-    // kVarEarlyRefill: from iteration 1 on, tile it + ahead was issued at the end of iteration
-    // it - 1 (one group more pending) and nothing is issued here.
-    cp_async_wait_n(refill && !(kER && it > 0) ? ahead - 1 : ahead);
+    cp_async_wait_n(refill ? ahead - 1 : ahead);
     __syncthreads();
     if constexpr (kStamp) {
       if (it == 0) stamp<kStamp>(p, 4);
       if (it == n_tiles - 1) stamp<kStamp>(p, 5);
     }
-    if (refill && !(kER && it > 0)) {
+    if (refill) {
       const int nx = it + ahead;
       if (nx < n_tiles) {  // CTA-uniform
         // Tile nx's ids landed with tile it's group (waited above). The slot written now,
         // (nx + ahead) % kStages, held the ids of tile nx + ahead - kStages, issued (read)
         // before this iteration's barrier.
-        const int32_t* ids = id_slot(nx);
+        const int32_t* ids = sIds + (nx % kStages) * kBN;
         load_tile(nx, nx % kStages, [&](int j) { return ring_page(ids, j); });
-        issue_ids(nx + ahead + (kER ? 1 : 0));
+        issue_ids(nx + ahead);
       }
       cp_async_commit();
-    }
-    if constexpr (kTailPf) {
-      if (it == tail_it) {
-#pragma unroll
-        for (int r = 0; r < kTailRegs; ++r) {
-          if (tail_pg[r] < 0) continue;
-          const int i = tid + r * kThreads;
-          const int pos = kv_begin + (tail_first + i / kBN) * kv_step + i % kBN;
-          const uint8_t* k = row_src(kbase, k_sp, k_st, tail_pg[r], pos, 0);
-          const uint8_t* v = row_src(vbase, v_sp, v_st, tail_pg[r], pos, 0);
-#pragma unroll
-          for (int off = 0; off < kDqk * kKvB; off += 128)
-            asm volatile("prefetch.global.L2 [%0];\n" ::"l"(k + off));
-#pragma unroll
-          for (int off = 0; off < kDv * kKvB; off += 128)
-            asm volatile("prefetch.global.L2 [%0];\n" ::"l"(v + off));
-        }
-      }
     }
     const uint8_t* sK_t;  // this stage's K and V tiles as the body reads them
     const uint8_t* sV_t;
@@ -1633,18 +1561,6 @@ __device__ __forceinline__ void paged_attention_body(const PagedParams& p) {
           }
         }
       }
-    }
-    if constexpr (kER) {
-      // Tile it + 1 + ahead into the stage of tile it, once every warp is done with it; its ids
-      // rode with tile it's group (landed at this iteration's wait).
-      const int nx = it + 1 + ahead;
-      if (nx < n_tiles) {  // CTA-uniform
-        __syncthreads();
-        const int32_t* ids = id_slot(nx);
-        load_tile(nx, nx % kStages, [&](int j) { return ring_page(ids, j); });
-        issue_ids(nx + ahead + 1);
-      }
-      cp_async_commit();
     }
   }
   cp_async_wait<0>();

@@ -12,18 +12,6 @@ void launch_main(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   launch_kernel(paged_attention_kernel<T, Cfg, kLean, kStamp, kEarly, kVar>, grid, Cfg::kThreads,
                 Cfg::kSmemBytes, s, pdl, p);
 }
-/// Probe kIdx's early-K/V lean instance (kVar bits) and, with kStamped, its stamped twin.
-template <typename T, typename Cfg, int kIdx, int kVar, bool kStamped>
-void add_early_probe(KernelInfo& k) {
-  k.func_early_probe[kIdx] =
-      reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, false, true, kVar>);
-  k.launch_early_probe[kIdx] = &launch_main<T, Cfg, true, false, true, kVar>;
-  if constexpr (kStamped) {
-    k.func_stamp_early_probe[kIdx] =
-        reinterpret_cast<const void*>(&paged_attention_kernel<T, Cfg, true, true, true, kVar>);
-    k.launch_stamp_early_probe[kIdx] = &launch_main<T, Cfg, true, true, true, kVar>;
-  }
-}
 template <typename T, typename Cfg, int kMaxRegs>
 void launch_main_cap(const PagedParams& p, dim3 grid, cudaStream_t s, bool pdl) {
   launch_kernel(paged_attention_kernel_cap<T, Cfg, true, false, true, kMaxRegs>, grid,
@@ -88,15 +76,6 @@ KernelInfo make_info(const char* name) {
             &paged_attention_kernel<T, Cfg, true, true, true, kEarlyVar>);
         k.launch_stamp_early = &launch_main<T, Cfg, true, true, true, kEarlyVar>;
       }
-      // probes (session 29): wideh3 / hcvt8 with the tail prefetch (B12X_ATTN_TAIL_PF) or the
-      // early refill (B12X_ATTN_EARLY_REFILL)
-      if constexpr (kDqk == 256 && kDv == 256 && (kKind == 18 || kKind == 28)) {
-        add_early_probe<T, Cfg, kProbeTail, kEarlyVar | kVarTailPf, kWithStamp>(k);
-        add_early_probe<T, Cfg, kProbeRefill, kEarlyVar | kVarEarlyRefill, kWithStamp>(k);
-      }
-      // the early refill also on the head dim 128 early instances (wide3 BF16, hcvt3 FP8)
-      if constexpr (kDqk == 128 && kDv == 128 && (kKind == 5 || kKind == 13))
-        add_early_probe<T, Cfg, kProbeRefill, kEarlyVar | kVarEarlyRefill, false>(k);
     }
   }
   k.launch_merge = &launch_merge<T, kDv>;
