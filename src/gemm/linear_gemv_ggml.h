@@ -50,9 +50,12 @@ inline constexpr int kGgmlImmaVar = 8192;
 /// Variant bits of the integer-MMA GEMV (var = kGgmlImmaVar | bits; the kernel's imma::kP2 ..):
 /// two activation pieces (every kernel), activation loads by the supplying lanes only (session
 /// 26), the loop per tile with the next batch's loads in place, the peeled loop, the interleaved
-/// halves, the table words loaded after the first activation load (session 27).
+/// halves, the table words loaded after the first activation load (session 27); session 29's
+/// probes: every staging pass's activation load issued at once (kXAll), the table words as
+/// replicated quads loaded before the wait (kTabQ).
 inline constexpr int kGgmlImmaP2 = 1, kGgmlImmaPred = 2, kGgmlImmaTile = 4, kGgmlImmaInPlace = 8,
-                     kGgmlImmaPeel = 32, kGgmlImmaIlv = 64, kGgmlImmaXFirst = 128;
+                     kGgmlImmaPeel = 32, kGgmlImmaIlv = 64, kGgmlImmaXFirst = 128,
+                     kGgmlImmaXAll = 256, kGgmlImmaTabQ = 512;
 bool ggml_imma_available(WFmt f, bool fp16, int64_t M, int64_t K, int warps, int var,
                          int64_t smem_optin);
 /// Host-only (plan time): the opt-ins of the kernels for 1..M tokens and the CTAs per SM of M's.

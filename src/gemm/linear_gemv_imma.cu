@@ -10,7 +10,8 @@ namespace b12x::gemm::lin {
 static_assert(kGgmlImmaP2 == imma::kP2 && kGgmlImmaPred == imma::kPred &&
               kGgmlImmaTile == imma::kTile && kGgmlImmaInPlace == imma::kInPlace &&
               kGgmlImmaPeel == imma::kPeel && kGgmlImmaIlv == imma::kIlv &&
-              kGgmlImmaXFirst == imma::kXFirst);
+              kGgmlImmaXFirst == imma::kXFirst && kGgmlImmaXAll == imma::kXAll &&
+              kGgmlImmaTabQ == imma::kTabQ);
 
 namespace {
 
@@ -70,6 +71,18 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   // 8431 = 8207 + kPeel + kIlv + kXFirst: IQ2_XS M = 1.
   if (M == 1 && xs && var == (kGgmlImmaVar | kIpv | kPeel | kIlv | kXFirst))
     return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPeel | kIlv | kXFirst>;
+  // Session 29 probes (M = 1): 8451 / 8963 = 8195 + kXAll (+ kTabQ) for IQ2_XXS; 8687 = 8431 +
+  // kXAll and 8815 = 8431 - kXFirst + kXAll + kTabQ for IQ2_XS.
+  if (M == 1 && !xs && var == (kGgmlImmaVar | kP2 | kPred | kXAll))
+    return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kP2 | kPred | kXAll>;
+  if (M == 1 && !xs && var == (kGgmlImmaVar | kP2 | kPred | kXAll | kTabQ))
+    return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kP2 | kPred | kXAll | kTabQ>;
+  if (M == 1 && xs && var == (kGgmlImmaVar | kIpv | kPeel | kIlv | kXFirst | kXAll))
+    return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1,
+                                    kIpv | kPeel | kIlv | kXFirst | kXAll>;
+  if (M == 1 && xs && var == (kGgmlImmaVar | kIpv | kPeel | kIlv | kXAll | kTabQ))
+    return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1,
+                                    kIpv | kPeel | kIlv | kXAll | kTabQ>;
   return nullptr;
 }
 

@@ -5116,6 +5116,8 @@ void imma_m1_cases(LinearFormat f, const char* v1, int w1) {
                /*graph_replay=*/ctas[0] == '5');
     }
     run_case({f, 1, 72, 4096, DType::kBF16, DType::kBF16, false}, /*graph_replay=*/true);
+    // K past 4 staging passes of 512 threads (17664 = 69 x 256: passes 0-3, then 4 in part).
+    run_case({f, 1, 40, 17664, DType::kBF16, DType::kBF16, true});
     run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, false}, false, nullptr, wide12);
     run_case({f, 1, 200, 2304, DType::kBF16, DType::kBF16, true}, false, nullptr, wide20);
     run_nonfinite({f, 1, 72, 2304, DType::kBF16, DType::kBF16, false});
@@ -5173,6 +5175,17 @@ TEST(GemmGpu, GgmlGemvImma) {
   for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) imma_m1_cases(f, "8207", 16);
   // FP16 activations: the BF16 GEMV (no integer-MMA kernel).
   run_case({LinearFormat::kIq2Xxs, 1, 72, 1024, DType::kFP16, DType::kFP16, false});
+}
+
+TEST(GemmGpu, GgmlGemvImmaProbe) {
+  B12X_REQUIRE_GPU();
+  // Session 29's probes at M = 1 (rounds 110-111): every staging pass's activation load at once
+  // (kXAll: 8451 IQ2_XXS, 8687 IQ2_XS), + the table words as quads (kTabQ: 8963, 8815).
+  ScopedEnv e("B12X_GGML_GEMV", "1");
+  imma_m1_cases(LinearFormat::kIq2Xxs, "8451", 16);
+  imma_m1_cases(LinearFormat::kIq2Xxs, "8963", 16);
+  imma_m1_cases(LinearFormat::kIq2Xs, "8687", 16);
+  imma_m1_cases(LinearFormat::kIq2Xs, "8815", 16);
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {

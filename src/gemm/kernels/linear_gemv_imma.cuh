@@ -35,6 +35,8 @@
 //    in warp order (deterministic).
 #pragma once
 
+#include <type_traits>
+
 #include "gemm/kernels/linear_common.cuh"
 
 namespace b12x::gemm::lin {
@@ -76,7 +78,7 @@ __host__ __device__ constexpr int64_t piece_stride(int64_t atoms) {
 /// session-26 loop had them; kTile's loop ran the halves one after the other); kXFirst the table
 /// words loaded after the first activation load. Bit 16 was round 101's tile pairs (removed).
 inline constexpr int kP2 = 1, kPred = 2, kTile = 4, kInPlace = 8, kPeel = 32, kIlv = 64,
-                     kXFirst = 128;
+                     kXFirst = 128, kXAll = 256, kTabQ = 512;
 /// Static shared memory of a kernel of kW warps and M tokens: the warps' partial tiles (two slots)
 /// and their tile ids, kTile's lane constants (ggml_imma_available adds it to the dynamic part).
 __host__ __device__ constexpr int static_smem_bytes(int warps, int M) {
@@ -123,6 +125,23 @@ static __device__ const tab::U32s<256> g_grid_nib_xxs =
 static __device__ const tab::U32s<512> g_grid_nib_xs =
     tab::make_grid_nib<512>(fmt::ggml::kIq2xsGrid);
 static __device__ const tab::U32s<128> g_sign_nib = tab::make_sign_nib();
+/// kTabQ: the grid and sign words, each replicated 4 times (one 16-byte store's quad).
+template <int kN>
+struct Q32s {
+  alignas(16) uint32_t v[kN][4];
+};
+template <int kN>
+constexpr Q32s<kN> make_tabq(const tab::U32s<kN>& w) {
+  Q32s<kN> q{};
+  for (int e = 0; e < kN; ++e)
+    for (int r = 0; r < 4; ++r) q.v[e][r] = w.v[e];
+  return q;
+}
+static __device__ const Q32s<256> g_tabq_xxs =
+    make_tabq<256>(tab::make_grid_nib<256>(fmt::ggml::kIq2xxsGrid));
+static __device__ const Q32s<512> g_tabq_xs =
+    make_tabq<512>(tab::make_grid_nib<512>(fmt::ggml::kIq2xsGrid));
+static __device__ const Q32s<128> g_tabq_sign = make_tabq<128>(tab::make_sign_nib());
 
 /// Source bytes {8, 25, 43, 0} and {-8, -25, -43, 0}: selector nibble c | 4 sign.
 inline constexpr uint32_t kSrcLo = 0x002B1908u, kSrcHi = 0x00D5E7F8u;
@@ -137,6 +156,15 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "r"(addr));
+  return v;
+}
+
+/// A read-only 16-byte load that stays where it is written (before griddepcontrol.wait).
+__device__ __forceinline__ uint4 ldg_nc128_volatile(const uint4* ptr) {
+  uint4 v;
+  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(ptr));
   return v;
 }
 
@@ -287,6 +315,9 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   constexpr bool kPr = (kV & kPred) != 0, kTl = (kV & kTile) != 0, kIp = (kV & kInPlace) != 0;
   static_assert(kIp == kTl, "the loop per tile runs with the in-place loads");
   constexpr bool kPl = (kV & kPeel) != 0, kIv = (kV & kIlv) != 0, kXf = (kV & kXFirst) != 0;
+  constexpr bool kTq = (kV & kTabQ) != 0;
+  constexpr int kXq = (kV & kXAll) != 0 ? 4 : 1;  // activation loads in flight per thread
+  static_assert(!kTq || !kXf, "kTabQ loads the table words before the wait");
   static_assert(!kIv || kTl, "interleaved halves in the loop per tile");
   static_assert(!kPl || kIp, "the peeled loop with the in-place loads");
   extern __shared__ __align__(16) uint8_t smem[];
@@ -327,15 +358,32 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
   // kXFirst: the words loaded after that activation load (round 102's warp sampling: ptxas copied
   // a word into the store's registers before griddepcontrol.wait, so the activation load went out
   // only after the tables' round trip, the two latencies in series).
-  constexpr int kTabChunks = (kE + 128) * 8, kTabPass = (kTabChunks + kThr - 1) / kThr;
-  uint32_t tw[kTabPass];
+  // kTabQ: the words pre-replicated as 16-byte quads (g_tabq_*), one entry per thread and pass
+  // (IQ2_XXS 1, IQ2_XS 2 loads instead of 6 / 10): the quad lands in the store's registers as
+  // loaded, so ptxas has no copy to hoist above griddepcontrol.wait, and both formats load the
+  // words before the wait.
+  constexpr int kTabChunks = (kE + 128) * 8;
+  constexpr int kTabPass = kTq ? (kE + 128 + kThr - 1) / kThr : (kTabChunks + kThr - 1) / kThr;
+  using TabW = std::conditional_t<kTq, uint4, uint32_t>;
+  TabW tw[kTabPass];
   const auto tab_load = [&]() {
 #pragma unroll
     for (int it = 0; it < kTabPass; ++it) {
-      const int e = (static_cast<int>(threadIdx.x) + it * kThr) >> 3;
-      tw[it] = e < kE         ? (kXs ? g_grid_nib_xs.v[e] : g_grid_nib_xxs.v[e])
-               : e < kE + 128 ? g_sign_nib.v[e - kE]
-                              : 0u;
+      if constexpr (kTq) {
+        const int e = static_cast<int>(threadIdx.x) + it * kThr;
+        // A volatile load: cicc sank a plain __ldg below griddepcontrol.wait (SASS).
+        // Grid or sign words by a warp-uniform branch: ptxas keeps griddepcontrol.wait after
+        // the branches (with one unpredicated load it scheduled the wait first: the loads and the
+        // first unit's weights then waited for the previous grid).
+        const uint4* q = reinterpret_cast<const uint4*>(
+            e < kE ? (kXs ? g_tabq_xs.v[e] : g_tabq_xxs.v[e]) : g_tabq_sign.v[min(e - kE, 127)]);
+        tw[it] = ldg_nc128_volatile(q);
+      } else {
+        const int e = (static_cast<int>(threadIdx.x) + it * kThr) >> 3;
+        tw[it] = e < kE         ? (kXs ? g_grid_nib_xs.v[e] : g_grid_nib_xxs.v[e])
+                 : e < kE + 128 ? g_sign_nib.v[e - kE]
+                                : 0u;
+      }
     }
   };
   if constexpr (!kXf) tab_load();
@@ -343,7 +391,10 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     reinterpret_cast<uint32_t*>(smem + kSrcOff)[threadIdx.x] = threadIdx.x < 2 ? kSrcLo : kSrcHi;
   if (threadIdx.x < 32) reinterpret_cast<uint32_t*>(smem + kZeroOff)[threadIdx.x] = 0u;
   if (lane < 2) ptile[warp][lane] = -1;
-  griddep_wait();
+  // kTabQ: the wait behind a branch on p.pdl (without PDL it returns at once): ptxas scheduled an
+  // unconditional griddepcontrol.wait above the table and weight loads (SASS), so they waited for
+  // the previous grid.
+  if (!kTq || p.pdl != 0) griddep_wait();
   // kTile: the output scale's load issued here (its latency under the staging), not after the
   // barrier (round 101's warp sampling: ~1 % of 4096x4096's samples waited on it there).
   float mult = p.out_mult;
@@ -366,63 +417,82 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
                                     static_cast<int64_t>(ct - m * chunks) * 8))
                               : make_uint4(0u, 0u, 0u, 0u);
     };
-    uint4 vn = xload(static_cast<int>(threadIdx.x));
+    // kXAll: the thread's first kXq passes' loads all issued at once (K <= 16384 at M = 1: every
+    // pass; session 28's stamps: staging 2.6 K cycles at K = 14336 against 1.2 K at 4096, one
+    // round trip per pass when each pass's load waited for the previous pass's data).
+    uint4 vq[kXq];
+#pragma unroll
+    for (int j = 0; j < kXq; ++j) vq[j] = xload(static_cast<int>(threadIdx.x) + j * kThr);
     if constexpr (kXf) tab_load();
     uint4* tv = reinterpret_cast<uint4*>(smem);
 #pragma unroll
     for (int it = 0; it < kTabPass; ++it) {
-      const int i = static_cast<int>(threadIdx.x) + it * kThr, e = i >> 3;
-      const int at = kXs ? e * 128 : e < kE ? e * 256 : (e - kE) * 512 + 128;
-      if (i < kTabChunks) tv[at / 16 + (i & 7)] = make_uint4(tw[it], tw[it], tw[it], tw[it]);
-    }
-    for (int base = 0; base < kM * chunks; base += kThr) {
-      const int ct = base + static_cast<int>(threadIdx.x);
-      const int m = kM > 1 && ct >= chunks ? 1 : 0, c = ct - m * chunks;
-      const bool ok = ct < kM * chunks;
-      const uint4 v = vn;
-      if (base + kThr < kM * chunks) vn = xload(ct + kThr);
-      const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
-      float f[8];
+      if constexpr (kTq) {
+        // Entry e's 8 chunks, lane l's chunk c at (c + l) mod 8: 8 lanes cover the 32 banks.
+        const int e = static_cast<int>(threadIdx.x) + it * kThr;
+        const int at = kXs ? e * 128 : e < kE ? e * 256 : (e - kE) * 512 + 128;
+        if (e < kE + 128)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        if constexpr (T::kFp16) {
-          const float2 h = __half22float2(*reinterpret_cast<const __half2*>(&vw[i]));
-          f[2 * i] = h.x;
-          f[2 * i + 1] = h.y;
-        } else {
-          f[2 * i] = __uint_as_float(vw[i] << 16);
-          f[2 * i + 1] = __uint_as_float(vw[i] & 0xFFFF0000u);
-        }
+          for (int c = 0; c < 8; ++c) tv[at / 16 + ((c + lane) & 7)] = tw[it];
+      } else {
+        const int i = static_cast<int>(threadIdx.x) + it * kThr, e = i >> 3;
+        const int at = kXs ? e * 128 : e < kE ? e * 256 : (e - kE) * 512 + 128;
+        if (i < kTabChunks) tv[at / 16 + (i & 7)] = make_uint4(tw[it], tw[it], tw[it], tw[it]);
       }
-      // The block's largest |x| as bits (integer max: a NaN or Inf, exponent field 255, wins, where
-      // fmaxf would drop a NaN), over the atom's 4 lanes.
-      uint32_t mx = 0u;
+    }
+    for (int base = 0; base < kM * chunks; base += kXq * kThr) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) mx = max(mx, __float_as_uint(f[i]) & 0x7FFFFFFFu);
-      mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
-      mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
-      // E = floor(log2 max |x|), at least -100 (2^(E - 16) stays a normal fp32); a non-finite
-      // block (E = 128) gets a NaN scale, so its rows' outputs are NaN as the reference's are
-      // non-finite (IQ2 weights are never 0).
-      const int E = max(static_cast<int>(mx >> 23) - 127, -100);
-      // X = rint(x 2^(13 - E)); the atom's scale is 2^(E - 16): its inverse and d / 8.
-      const float up = __uint_as_float(static_cast<uint32_t>(140 - E) << 23);
-      uint32_t R[8];
+      for (int j = 0; j < kXq; ++j) {
+        if (base + j * kThr >= kM * chunks) break;  // CTA-uniform (the shuffles below)
+        const int ct = base + j * kThr + static_cast<int>(threadIdx.x);
+        const int m = kM > 1 && ct >= chunks ? 1 : 0, c = ct - m * chunks;
+        const bool ok = ct < kM * chunks;
+        const uint4 v = vq[j];
+        if (base + (kXq + j) * kThr < kM * chunks) vq[j] = xload(ct + kXq * kThr);
+        const uint32_t vw[4] = {v.x, v.y, v.z, v.w};
+        float f[8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) R[i] = __float_as_uint(fmaf(f[i], up, 12583040.f));
-      uint32_t aw[2], bw[2];
-      split4(R, aw[0], bw[0]);
-      split4(R + 4, aw[1], bw[1]);
-      if (ok) {
-        uint8_t* pc = pieces + 2 * m * PS + static_cast<int64_t>(c) * 8;  // atom 32 + 8 (c % 4)
-        *reinterpret_cast<uint2*>(pc) = make_uint2(aw[0], aw[1]);
-        *reinterpret_cast<uint2*>(pc + PS) = make_uint2(bw[0], bw[1]);
-        // Atom a's scale at 8 (a / 8) + 2 (a % 4) + (a % 8) / 4 (a lane's two halves in one
-        // 8-byte load).
-        const int at = c >> 2, sa = (at & ~7) + 2 * (at & 3) + ((at >> 2) & 1);
-        if ((c & 3) == 0)
-          pscale[m * atoms + sa] = E > 127 ? __uint_as_float(0x7FC00000u)
-                                           : __uint_as_float(static_cast<uint32_t>(111 + E) << 23);
+        for (int i = 0; i < 4; ++i) {
+          if constexpr (T::kFp16) {
+            const float2 h = __half22float2(*reinterpret_cast<const __half2*>(&vw[i]));
+            f[2 * i] = h.x;
+            f[2 * i + 1] = h.y;
+          } else {
+            f[2 * i] = __uint_as_float(vw[i] << 16);
+            f[2 * i + 1] = __uint_as_float(vw[i] & 0xFFFF0000u);
+          }
+        }
+        // The block's largest |x| as bits (integer max: a NaN or Inf, exponent field 255, wins,
+        // where fmaxf would drop a NaN), over the atom's 4 lanes.
+        uint32_t mx = 0u;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) mx = max(mx, __float_as_uint(f[i]) & 0x7FFFFFFFu);
+        mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
+        mx = max(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+        // E = floor(log2 max |x|), at least -100 (2^(E - 16) stays a normal fp32); a non-finite
+        // block (E = 128) gets a NaN scale, so its rows' outputs are NaN as the reference's are
+        // non-finite (IQ2 weights are never 0).
+        const int E = max(static_cast<int>(mx >> 23) - 127, -100);
+        // X = rint(x 2^(13 - E)); the atom's scale is 2^(E - 16): its inverse and d / 8.
+        const float up = __uint_as_float(static_cast<uint32_t>(140 - E) << 23);
+        uint32_t R[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) R[i] = __float_as_uint(fmaf(f[i], up, 12583040.f));
+        uint32_t aw[2], bw[2];
+        split4(R, aw[0], bw[0]);
+        split4(R + 4, aw[1], bw[1]);
+        if (ok) {
+          uint8_t* pc = pieces + 2 * m * PS + static_cast<int64_t>(c) * 8;  // atom 32 + 8 (c % 4)
+          *reinterpret_cast<uint2*>(pc) = make_uint2(aw[0], aw[1]);
+          *reinterpret_cast<uint2*>(pc + PS) = make_uint2(bw[0], bw[1]);
+          // Atom a's scale at 8 (a / 8) + 2 (a % 4) + (a % 8) / 4 (a lane's two halves in one
+          // 8-byte load).
+          const int at = c >> 2, sa = (at & ~7) + 2 * (at & 3) + ((at >> 2) & 1);
+          if ((c & 3) == 0)
+            pscale[m * atoms + sa] = E > 127
+                                         ? __uint_as_float(0x7FC00000u)
+                                         : __uint_as_float(static_cast<uint32_t>(111 + E) << 23);
+        }
       }
     }
   }
