@@ -209,10 +209,9 @@ struct Plan {
   /// turns it off, =2|4 forces n).
   int decode_xshare = 0;
   int decode_xshare_min_m = 0;
-  /// Block FP8 / MXFP8 on that staging (session 29 probe, B12X_GEMM_DECODE_XSHARE_Q=1|2): the
-  /// rows quantized by the quantizer launch; with 2 (true here) that launch, in front of any
-  /// decode-kernel run, is a programmatic dependent of the previous kernel and lets the GEMM
-  /// start at once.
+  /// Block FP8 on that staging (session 29; B12X_GEMM_DECODE_XSHARE_Q=0 turns it off): its rows
+  /// quantized by the quantizer launched as a programmatic dependent of the previous kernel that
+  /// lets the GEMM start at once.
   bool decode_xshare_qpdl = false;
   /// Decode regime, block FP8 / MXFP8 weights with BF16 activations: the activations quantized
   /// (the quantizer's numerics) while the decode kernel stages them, instead of by a quantizer

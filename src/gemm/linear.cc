@@ -1309,19 +1309,29 @@ Plan plan(const Caps& caps) {
     // turns it off, =2 forces that ring at two token tiles (tests).
     const char* xsh_env = std::getenv("B12X_GEMM_DECODE_XSHARE_SHALLOW");
     const int xs_shallow = nt == 2 && xs16 ? (xsh_env != nullptr ? std::atoi(xsh_env) : 1) : 0;
-    // Session 29 probe: block FP8 / MXFP8 on the same grid, their rows quantized before the
-    // kernel (the quantizer launch, or the caller's e4m3 rows) so that the cluster shares codes;
-    // each CTA loads its rows' group scales. B12X_GEMM_DECODE_XSHARE_Q=1 takes it, =2 with the
-    // quantizer launched as a programmatic dependent that lets the GEMM start at once.
+    // Session 29: block FP8 on the same grid (plans of capacity 2..8), the rows quantized before
+    // the kernel by the quantizer launched as a programmatic dependent of the previous kernel that
+    // lets the GEMM start at once (or the caller's e4m3 rows), so that the cluster shares codes;
+    // each CTA loads its rows' group scales. Round 110 (H200, us, default -> this, two
+    // interleaved runs): 4096x4096 M = 4 8.87, 8.89 -> 8.80, 8.84, M = 8 9.08, 9.05 -> 8.56, 8.54;
+    // 6144x4096 M = 4 11.90, 11.89 -> 10.14, 10.17; 2048x7168 M = 2 9.30, 9.29 -> 8.20, 8.19, M = 4
+    // 9.24, 9.21 -> 8.67, 8.68, M = 8 9.43, 9.44 -> 9.56, 9.55; 4096x14336 M = 4 19.25, 19.25 ->
+    // 18.83, 18.77; caller e4m3 rows, M = 4: 7.88 / 10.74 / 8.40 / 17.74 -> 6.16 / 8.89 / 6.36 /
+    // 18.00 (4096x4096 / 6144x4096 / 2048x7168 / 4096x14336). The quantizer as a plain launch
+    // lost (10.58 / 12.60 / 10.07 / 21.58 at M = 4), as did MXFP8 (its per-atom fold: 9.32 ->
+    // 11.55 at 4096x4096 M = 4) and two token tiles (M = 16 4096x4096 10.32 -> 10.57, 2048x7168
+    // 10.16 -> 10.61): removed. B12X_GEMM_DECODE_XSHARE_Q=0 turns it off.
     const char* xq_env = std::getenv("B12X_GEMM_DECODE_XSHARE_Q");
-    const bool xs_q = (wf == lin::WFmt::kFp8Block || wf == lin::WFmt::kFp8Mx) &&
-                      xq_env != nullptr && (xq_env[0] == '1' || xq_env[0] == '2');
+    // (Grids of at least half a CTA per SM: on smaller N the block kernel keeps its runs.)
+    const bool xs_q = wf == lin::WFmt::kFp8Block && M >= 2 &&
+                      !(xq_env != nullptr && xq_env[0] == '0') &&
+                      (xs_force > 0 || geo.n16 * 2 > sms);
     int xs_s = 0, xs_deep = 0;
     if (f8_sm90 && (wf == lin::WFmt::kFp8 || xs_q) && !fp16 && geo.K % 16 == 0 &&
-        split_env == nullptr && ctas_n * 10 < 9 * sms && (M <= 8 || xs16) && xs_stage_ok &&
-        xs_force != 0) {
+        split_env == nullptr && ctas_n * 10 < 9 * sms && (M <= 8 || (xs16 && !xs_q)) &&
+        xs_stage_ok && xs_force != 0) {
       // The deeper ring's rule below at the grid's split of 1.
-      const int pd = M <= 3 && geo.n16 > sms && geo.n16 <= 2 * sms ? 1 : 0;
+      const int pd = M <= 3 && geo.n16 > sms && geo.n16 <= 2 * sms && !xs_q ? 1 : 0;
       if (xs_force == 2 || xs_force == 4) {
         for (int d : {xs_shallow == 2 ? -1 : pd, xs_shallow == 2 ? -1 : 0})
           if (xs_s == 0 && xs_fits(xs_force, d, true)) xs_s = xs_force, xs_deep = d;
@@ -1580,7 +1590,7 @@ Plan plan(const Caps& caps) {
       if (xs_q) p.decode_xshare_min_m = std::max(p.decode_xshare_min_m, 2);
     }
     // (=2: in front of every decode-kernel run of the plan that takes the quantizer, M = 1 too.)
-    p.decode_xshare_qpdl = xs_q && xq_env[0] == '2';
+    p.decode_xshare_qpdl = xs_q && p.decode_xshare > 0;
     // The kernels with the per-slice bookkeeping by running pointers, the halves' staging walk set
     // up once per CTA and conflict-free splat rows (kLean; run takes them where they exist for the
     // launch's configuration): FP4 weights with BF16 MMAs at M = 1 (4 / 8 warps per tile) and in
@@ -2923,7 +2933,7 @@ void run(const Binding& b, Stream stream) {
   // by the cluster.)
   const bool xs_quant = plan.decode_xshare > 1 && M >= plan.decode_xshare_min_m && M <= 16 &&
                         im.wfmt != WFmt::kFp8 && !tiled && !f8_block16;
-  const bool xs_qpdl = plan.decode_xshare_qpdl && plan.pdl && !f8_block16 && !tiled && M <= 16;
+  const bool xs_qpdl = xs_quant && plan.decode_xshare_qpdl && plan.pdl;
   const bool staged_quant = (f8_block16 ? plan.stream16_qx : plan.decode_act_quant) && !tiled &&
                             !xs_quant && b.x.dtype == DType::kBF16 &&
                             reinterpret_cast<uintptr_t>(b.x.data) % 16 == 0 &&

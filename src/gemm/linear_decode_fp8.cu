@@ -25,20 +25,13 @@ DecodeFn pick_decode_fp8(WFmt f, int nt, int ws, bool pipe, bool half, int deep,
 DecodeFn pick_decode_fp8_xshare(WFmt f, int deep, int mma, int nt) {
   constexpr WFmt F = WFmt::kFp8;
   using B = Bf16Tag;
-  // Session 29 probe (B12X_GEMM_DECODE_XSHARE_Q): block FP8 (the weight scales in the ring) and
-  // MXFP8 on e4m3 rows quantized before the kernel, f16 MMAs.
-  if (f == WFmt::kFp8Block && mma == 1) {
-    constexpr WFmt Q = WFmt::kFp8Block;
-    return nt == 1 && deep == 0
-               ? &linear_decode_kernel<Q, B, 1, 4, false, false, 0, false, 1, true, 2>
-           : nt == 2 && deep == 0
-               ? &linear_decode_kernel<Q, B, 2, 4, false, false, 0, false, 1, true, 2>
-           : nt == 2 && deep < 0
-               ? &linear_decode_kernel<Q, B, 2, 4, false, false, -1, false, 1, true, 2>
+  // Session 29 (B12X_GEMM_DECODE_XSHARE_Q): block FP8 on e4m3 rows quantized before the kernel,
+  // one token tile, the weight scales in the ring, f16 MMAs (round 110: MXFP8 and two token tiles
+  // lost; their instances removed).
+  if (f == WFmt::kFp8Block)
+    return mma == 1 && nt == 1 && deep == 0
+               ? &linear_decode_kernel<WFmt::kFp8Block, B, 1, 4, false, false, 0, false, 1, true, 2>
                : nullptr;
-  }
-  if (f == WFmt::kFp8Mx && mma == 1 && nt == 1 && deep == 0)
-    return &linear_decode_kernel<WFmt::kFp8Mx, B, 1, 4, false, false, 0, false, 1, true>;
   if (f != F || deep < -1 || deep > 1) return nullptr;
   // Session 26 (default, XSHARE16): two token tiles (M = 9..16), f16 MMAs, the default ring;
   // session 27 (default where the default ring leaves one CTA per SM; off with

@@ -234,9 +234,9 @@ __device__ __forceinline__ void xsh_bulk_multicast(uint32_t dst, const void* src
 /// row's bytes by bulk copies multicast into all S CTAs (see xsh_bulk_multicast), so at M = 4 a
 /// CTA requests M = 1's bytes and the grid's L2 reads of the activations drop S-fold, while every
 /// CTA keeps M = 1's schedule (the whole K staged at once, 4 warps per tile). Session 29: block
-/// FP8 / MXFP8 too, on e4m3 rows quantized before the kernel (the quantizer launch, or the
-/// caller's): the codes are shared like per-tensor's, each CTA loads its rows' group scales
-/// itself (the in-kernel quantization would repeat in every CTA of a cluster: session 26).
+/// FP8 too, on e4m3 rows quantized before the kernel (the quantizer launch, or the caller's):
+/// the codes are shared like per-tensor's, each CTA loads its rows' group scales itself (the
+/// in-kernel quantization would repeat in every CTA of a cluster: session 26).
 /// kDiag (session 28; MXFP8 at M = 1, one token tile, BF16 activations quantized or e4m3 with E8M0
 /// group scales): the 8 atoms of a slice (8 E8M0 groups of both operands) go to the 8 columns of
 /// the MMA's N side: atom a multiplies a B fragment whose column a holds the token's 32 values and
@@ -282,9 +282,9 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
   constexpr int kGroupsPerSlice = kGroup ? kKS / kGroup : 1;
   constexpr bool kF8 = kTr.fp8mma;  // e4m3 activations staged as bytes, FP8 MMAs
   static_assert(kMma == 0 || (kMma == 1 && kF8), "f16 MMAs: the FP8 weight formats");
-  static_assert(!kXsh || ((F == WFmt::kFp8 || F == WFmt::kFp8Block || F == WFmt::kFp8Mx) &&
-                          kWS == 4 && !kPipe && !kHalf && NT <= 2),
-                "shared staging: FP8 weights on the 4-warp grid");
+  static_assert(!kXsh || ((F == WFmt::kFp8 || F == WFmt::kFp8Block) && kWS == 4 && !kPipe &&
+                          !kHalf && NT <= 2),
+                "shared staging: per-tensor / block FP8 weights on the 4-warp grid");
   constexpr bool kF16 = kMma == 1;
   constexpr int kDiag = (kVar & 1) ? 8 : 0;
   constexpr bool kSRing = (kVar & 2) != 0;
@@ -1081,8 +1081,8 @@ __global__ void __launch_bounds__(kHalf || kWS == 8 ? 256 : 128, kHalf || kWS ==
       for (int i = threadIdx.x; i < rows * tail; i += kThreads)
         *reinterpret_cast<uint4*>(xs + (i / tail) * sg.pitch_bytes + xvb + (i % tail) * 16) =
             make_uint4(0, 0, 0, 0);
-      // Block FP8 / MXFP8 (session 29): the rows' group scales, per CTA (4 bytes per row and
-      // 128 / 32 K: no sharing needed), while the multicasts land.
+      // Block FP8 (session 29): the rows' group scales, per CTA (4 bytes per row and 128 K: no
+      // sharing needed), while the multicasts land.
       stage_scales(c_begin, c_end);
       xsh_bar_wait(xbar);
     } else {
