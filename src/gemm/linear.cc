@@ -696,7 +696,10 @@ GgmlGemvGrid ggml_gemv_grid(lin::WFmt wf, int64_t n16, int64_t K, int64_t M, int
 /// 6.30; 4096x4096's 256 tiles keep the BF16 GEMV: 5.70 / 5.68 against 5.97 / 5.74). Round 103:
 /// IQ2_XS M = 1 8303 -> 8431 (+ the table words loaded after the first activation load: the two
 /// round trips no longer in series) 5.45 / 9.91 / 10.50 / 6.36 / 5.12 -> 5.39 / 9.93 / 10.46 /
-/// 6.33 / 5.13 (the default's own rows 5.45 / 9.95 / 10.48 / 6.36 / 5.13).
+/// 6.33 / 5.13 (the default's own rows 5.45 / 9.95 / 10.48 / 6.36 / 5.13). Session 29 (round
+/// 111, two passes averaged): IQ2_XXS M = 1 8195 -> 8963 (+ every staging pass's activation load
+/// at once, the table words as replicated quads) 5.17 / 9.86 / 10.77 / 6.35 / 5.15 -> 5.11 / 9.51 /
+/// 10.49 / 6.20 / 5.12 (won all ten rows; IQ2_XS 8687 = 8431 + kXAll lost on every shape).
 int ggml_imma_default(lin::WFmt wf, bool fp16, int64_t M, int64_t n16, int64_t K, int64_t sms,
                       int* warps) {
   const bool xs = wf == lin::WFmt::kIq2Xs;
@@ -709,7 +712,8 @@ int ggml_imma_default(lin::WFmt wf, bool fp16, int64_t M, int64_t n16, int64_t K
   if (M != 1 && !m2) return 0;
   *warps = 16;
   if (m2) return kInPlace;
-  return xs ? kInPlace | lin::kGgmlImmaPeel | lin::kGgmlImmaIlv | lin::kGgmlImmaXFirst : kPieces;
+  return xs ? kInPlace | lin::kGgmlImmaPeel | lin::kGgmlImmaIlv | lin::kGgmlImmaXFirst
+            : kPieces | lin::kGgmlImmaXAll | lin::kGgmlImmaTabQ;
 }
 
 bool ggml_gemv_bal_default(const GgmlGemvGrid& gg, int warps, int64_t n16, int64_t sms) {
@@ -1145,7 +1149,7 @@ Plan plan(const Caps& caps) {
         p.ggml_gemv_ctas = static_cast<int>(
             std::min<int64_t>(geo.n16, static_cast<int64_t>(run_occ) * dev.sm_count));
       }
-      // Sessions 25-27: the IQ2 GEMV on integer MMA (B12X_GGML_GEMV_VAR=8195 / 8207 or
+      // Sessions 25-27: the IQ2 GEMV on integer MMA (B12X_GGML_GEMV_VAR=8963 / 8207 or
       // ggml_imma_default; 16 warps, M <= 2): one wave of CTAs, each a contiguous share of the
       // tiles, no K split.
       int ivar = var, iw = 0;

@@ -42,8 +42,8 @@ GgmlGemvLaunch last_ggml_gemv_launch();
 void note_ggml_gemv_launch(const GgmlGemvLaunch& l);
 
 /// Sessions 25-27: the IQ2 GEMV on integer MMA at M <= 2 (kernels/linear_gemv_imma.cuh; plan:
-/// Plan::ggml_gemv_var = kGgmlImmaVar | bits, B12X_GGML_GEMV_VAR=8195 / 8207 / 8431, by default
-/// where ggml_imma_default says so). BF16 activations, 16 warps; 8195 IQ2_XXS M = 1, 8207 both
+/// Plan::ggml_gemv_var = kGgmlImmaVar | bits, B12X_GGML_GEMV_VAR=8963 / 8207 / 8431, by default
+/// where ggml_imma_default says so). BF16 activations, 16 warps; 8963 IQ2_XXS M = 1, 8207 both
 /// formats at M = 1, 2, 8431 IQ2_XS M = 1; K % 256 == 0, where its shared memory (64 / 80 KB of
 /// tables and ~70 bytes per 32 K and token of staged activations) fits smem_optin.
 inline constexpr int kGgmlImmaVar = 8192;

@@ -19,7 +19,8 @@ using ImmaFn = void (*)(const LinearParams);
 
 /// The kernel for (format, activation dtype, warps per CTA, var, M tokens): BF16 activations, two
 /// activation pieces, 16 warps (nullptr: none). The defaults (ggml_imma_default), no other
-/// instance: kP2 | kPred (8195) for IQ2_XXS M = 1; kP2 | kPred | kTile | kInPlace (8207) at M = 2
+/// instance: kP2 | kPred | kXAll | kTabQ (8963; session 26's 8195 until session 29) for IQ2_XXS
+/// M = 1; kP2 | kPred | kTile | kInPlace (8207) at M = 2
 /// (a 2-token plan's 1-token runs take its M = 1 kernel); 8207 | kPeel | kIlv | kXFirst (8431) for
 /// IQ2_XS M = 1.
 /// Dropped in rounds 93-95 (removed): 8 warps (two CTAs per SM), 20 / 32 warps, IQ2_XXS 24, the
@@ -50,7 +51,10 @@ using ImmaFn = void (*)(const LinearParams);
 /// 4096x4096), the weights two units ahead requested into L2 (prefetch.global.L2, in the loop or at
 /// kernel start: +0.3-2.1 us), the tables filled before griddepcontrol.wait (IQ2_XS 5.23 -> 5.48,
 /// 9.70 -> 10.25), the dependents launched at the end (+0.3-0.9 us), IQ2_XXS 8323 / 8431 re-timed
-/// (within 3 % of 8195 both ways).
+/// (within 3 % of 8195 both ways). Session 29, round 111 (removed; two passes averaged, against
+/// 8195 / 8431 5.17 / 9.86 / 10.77 / 6.35 / 5.15 and 5.26 / 9.82 / 10.53 / 6.37 / 5.18): IQ2_XXS
+/// 8195 + kXAll alone (8451) 5.21 / 9.61 / 10.58 / 6.28 / 5.21, IQ2_XS 8431 + kXAll (8687) 5.38 /
+/// 9.92 / 10.65 / 6.48 / 5.31; 8195 itself (replaced by 8963).
 ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   using namespace imma;
   const bool xs = f == WFmt::kIq2Xs;
@@ -58,9 +62,6 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   if (fp16 || M < 1 || M > 2 || warps != 16 || (f != WFmt::kIq2Xs && f != WFmt::kIq2Xxs))
     return nullptr;
   constexpr int kIpv = kP2 | kPred | kTile | kInPlace;
-  if (var == (kGgmlImmaVar | kP2 | kPred))
-    return !xs && M == 1 ? &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kP2 | kPred>
-                         : nullptr;
   if (var == (kGgmlImmaVar | kIpv)) {
     if (xs)
       return M == 2 ? &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 2, kIpv>
@@ -71,18 +72,9 @@ ImmaFn imma_kernel(WFmt f, bool fp16, int warps, int var, int64_t M) {
   // 8431 = 8207 + kPeel + kIlv + kXFirst: IQ2_XS M = 1.
   if (M == 1 && xs && var == (kGgmlImmaVar | kIpv | kPeel | kIlv | kXFirst))
     return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1, kIpv | kPeel | kIlv | kXFirst>;
-  // Session 29 probes (M = 1): 8451 / 8963 = 8195 + kXAll (+ kTabQ) for IQ2_XXS; 8687 = 8431 +
-  // kXAll and 8815 = 8431 - kXFirst + kXAll + kTabQ for IQ2_XS.
-  if (M == 1 && !xs && var == (kGgmlImmaVar | kP2 | kPred | kXAll))
-    return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kP2 | kPred | kXAll>;
+  // 8963 = kP2 | kPred | kXAll | kTabQ: IQ2_XXS M = 1 (session 29).
   if (M == 1 && !xs && var == (kGgmlImmaVar | kP2 | kPred | kXAll | kTabQ))
     return &linear_gemv_imma_kernel<WFmt::kIq2Xxs, Bf16Tag, 16, 1, kP2 | kPred | kXAll | kTabQ>;
-  if (M == 1 && xs && var == (kGgmlImmaVar | kIpv | kPeel | kIlv | kXFirst | kXAll))
-    return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1,
-                                    kIpv | kPeel | kIlv | kXFirst | kXAll>;
-  if (M == 1 && xs && var == (kGgmlImmaVar | kIpv | kPeel | kIlv | kXAll | kTabQ))
-    return &linear_gemv_imma_kernel<WFmt::kIq2Xs, Bf16Tag, 16, 1,
-                                    kIpv | kPeel | kIlv | kXAll | kTabQ>;
   return nullptr;
 }
 

@@ -4660,14 +4660,14 @@ TEST(GemmGpu, GgmlGemvDefault) {
   B12X_TEST_CUDA(cudaDeviceGetAttribute(&ccmaj, cudaDevAttrComputeCapabilityMajor, 0));
   B12X_TEST_CUDA(cudaDeviceGetAttribute(&ccmin, cudaDevAttrComputeCapabilityMinor, 0));
   if (ccmaj == 9 && ccmin == 0) {
-    // Sessions 26-27 (SM90): the integer-MMA GEMV (16 warps) at M = 1 on every shape (IQ2_XXS
-    // 8195, IQ2_XS 8431), at M = 2 (8207) where the SMs get >= 40 (tile, 256-K) units, or >= 24
+    // Sessions 26-29 (SM90): the integer-MMA GEMV (16 warps) at M = 1 on every shape (IQ2_XXS
+    // 8963, IQ2_XS 8431), at M = 2 (8207) where the SMs get >= 40 (tile, 256-K) units, or >= 24
     // with at most one tile per SM; BF16 only; B12X_GGML_GEMV_IMMA=0 or any GEMV override keeps
     // the BF16 GEMV.
     const int64_t big = int64_t{5} * sms * 16, small = int64_t{2} * sms * 16;  // rows
     for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) {
       const bool xs = f == LinearFormat::kIq2Xs;
-      const int w = 16, w2 = 16, v1 = xs ? 8431 : 8195, v2 = 8207;
+      const int w = 16, w2 = 16, v1 = xs ? 8431 : 8963, v2 = 8207;
       EXPECT_EQ(bf16_plan(f, 2, int64_t{16} * sms, 24 * 256).ggml_gemv_var, v2);  // 24 units
       EXPECT_EQ(bf16_plan(f, 2, int64_t{16} * sms, 23 * 256).ggml_gemv_var & 8192, 0);
       EXPECT_EQ(bf16_plan(f, 1, big, 4096).ggml_gemv_var, v1);
@@ -5145,14 +5145,15 @@ TEST(GemmGpu, GgmlGemvImma) {
   B12X_REQUIRE_GPU();
   // Sessions 25-27: IQ2 at M <= 2 on integer MMA with two activation pieces (15 bits: exact
   // within 2^6 of the block's largest BF16 value, else < 2^-14 of it lost per element; BF16
-  // activations), 16 warps. B12X_GGML_GEMV_VAR 8195 (loads by the supplying lanes): IQ2_XXS M =
-  // 1; 8207 (+ the loop per tile, the next batch's loads in place): both formats, M = 1, 2; 8431
+  // activations), 16 warps. B12X_GGML_GEMV_VAR 8963 (loads by the supplying lanes, every staging
+  // pass's activation load at once, the table words as quads; session 29): IQ2_XXS M = 1; 8207 (+
+  // the loop per tile, the next batch's loads in place): both formats, M = 1, 2; 8431
   // (+ the peeled loop, the interleaved halves, the table words after the first activation load):
   // IQ2_XS M = 1. M = 3, the others, Q8_0: not (round 99: Q8_0's BF16 GEMV took 8195 as its own
   // variant bits; the plan now ignores such vars there).
   ScopedEnv e("B12X_GGML_GEMV", "1");
   {
-    ScopedEnv ev("B12X_GGML_GEMV_VAR", "8195");
+    ScopedEnv ev("B12X_GGML_GEMV_VAR", "8963");
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_warps, 16);
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 2, 4096, 4096).ggml_gemv_var & 8192, 0);
@@ -5162,28 +5163,22 @@ TEST(GemmGpu, GgmlGemvImma) {
     EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 3, 4096, 4096).ggml_gemv_var & 8192, 0);
     EXPECT_EQ(bf16_plan(LinearFormat::kQ8_0, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
     // Removed: session 25's three pieces (8192), IQ2_XS's 24-warp 8193 and 8303 (session 27).
-    for (const char* v : {"8192", "8193", "8303"}) {
+    // Session 29: 8195 (replaced by 8963), the probes 8451 and 8687.
+    for (const char* v : {"8192", "8193", "8303", "8687"}) {
       ScopedEnv ev3("B12X_GGML_GEMV_VAR", v);
       EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xs, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
     }
+    for (const char* v : {"8195", "8451"}) {
+      ScopedEnv ev3("B12X_GGML_GEMV_VAR", v);
+      EXPECT_EQ(bf16_plan(LinearFormat::kIq2Xxs, 1, 4096, 4096).ggml_gemv_var & 8192, 0);
+    }
   }
-  imma_cases(LinearFormat::kIq2Xxs, "8195", "8207", 16, 16);
+  imma_cases(LinearFormat::kIq2Xxs, "8963", "8207", 16, 16);
   imma_cases(LinearFormat::kIq2Xs, "8431", "8207", 16, 16);
   // 8207 at M = 1 (a 2-token plan's 1-token runs) on its own.
   for (LinearFormat f : {LinearFormat::kIq2Xxs, LinearFormat::kIq2Xs}) imma_m1_cases(f, "8207", 16);
   // FP16 activations: the BF16 GEMV (no integer-MMA kernel).
   run_case({LinearFormat::kIq2Xxs, 1, 72, 1024, DType::kFP16, DType::kFP16, false});
-}
-
-TEST(GemmGpu, GgmlGemvImmaProbe) {
-  B12X_REQUIRE_GPU();
-  // Session 29's probes at M = 1 (rounds 110-111): every staging pass's activation load at once
-  // (kXAll: 8451 IQ2_XXS, 8687 IQ2_XS), + the table words as quads (kTabQ: 8963, 8815).
-  ScopedEnv e("B12X_GGML_GEMV", "1");
-  imma_m1_cases(LinearFormat::kIq2Xxs, "8451", 16);
-  imma_m1_cases(LinearFormat::kIq2Xxs, "8963", 16);
-  imma_m1_cases(LinearFormat::kIq2Xs, "8687", 16);
-  imma_m1_cases(LinearFormat::kIq2Xs, "8815", 16);
 }
 
 TEST(GemmGpuSanitize, GgmlGemvVariants) {
