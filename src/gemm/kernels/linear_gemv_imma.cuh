@@ -159,15 +159,6 @@ __device__ __forceinline__ uint4 lds128(uint32_t addr) {
   return v;
 }
 
-/// A read-only 16-byte load that stays where it is written (before griddepcontrol.wait).
-__device__ __forceinline__ uint4 ldg_nc128_volatile(const uint4* ptr) {
-  uint4 v;
-  asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(ptr));
-  return v;
-}
-
 /// m16n8k32 s8 x s8 + s32.
 __device__ __forceinline__ void imma16832(int c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   asm volatile(
@@ -371,13 +362,12 @@ __global__ void __launch_bounds__(32 * kW, 1) linear_gemv_imma_kernel(const Line
     for (int it = 0; it < kTabPass; ++it) {
       if constexpr (kTq) {
         const int e = static_cast<int>(threadIdx.x) + it * kThr;
-        // A volatile load: cicc sank a plain __ldg below griddepcontrol.wait (SASS).
-        // Grid or sign words by a warp-uniform branch: ptxas keeps griddepcontrol.wait after
-        // the branches (with one unpredicated load it scheduled the wait first: the loads and the
-        // first unit's weights then waited for the previous grid).
+        // Each entry is read by one thread of the CTA (no L1 reuse). ptxas puts these loads after
+        // griddepcontrol.wait in every form tried (session 29 SASS: __ldg, volatile, predicated or
+        // not); the wait's p.pdl branch keeps the first unit's weight loads above it.
         const uint4* q = reinterpret_cast<const uint4*>(
             e < kE ? (kXs ? g_tabq_xs.v[e] : g_tabq_xxs.v[e]) : g_tabq_sign.v[min(e - kE, 127)]);
-        tw[it] = ldg_nc128_volatile(q);
+        tw[it] = ldg_stream(q);
       } else {
         const int e = (static_cast<int>(threadIdx.x) + it * kThr) >> 3;
         tw[it] = e < kE         ? (kXs ? g_grid_nib_xs.v[e] : g_grid_nib_xxs.v[e])
