@@ -2757,7 +2757,10 @@ TEST(GemmGpu, DecodeStream16W16) {
     const bool mxa = f == LinearFormat::kMxfp4, nv = !mxa && f != LinearFormat::kMxfp4W4A16;
     EXPECT_EQ(p0.stream16_w16, sm90 && (mxa || nv) && 8 * 14 * 10 <= 9 * sms && 8 * 14 * 2 > sms)
         << p0.describe();
-    EXPECT_EQ(p1.stream16_w16, sm90 && mxa && 16 * 8 <= sms && 16 * 8 * 2 > sms) << p1.describe();
+    // (NVFP4 W4A4 up to the SM count too since session 29.)
+    EXPECT_EQ(p1.stream16_w16,
+              sm90 && (mxa || f == LinearFormat::kNvfp4) && 16 * 8 <= sms && 16 * 8 * 2 > sms)
+        << p1.describe();
     if (p0.stream16_w16) {
       EXPECT_EQ(p0.stream16_split, 14);
       EXPECT_NE(p0.stream_trig & 4, 0);  // the early trigger at <= 90 % of the SMs
